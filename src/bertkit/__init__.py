@@ -2,6 +2,21 @@
 
 from .config import BertConfig
 from .errors import BertkitError
+from .heads import (
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
+from .model import BertModel
 
-__all__ = ["BertConfig", "BertkitError"]
+__all__ = [
+    "BertConfig",
+    "BertForPreTraining",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertModel",
+    "BertkitError",
+]
 __version__ = "0.1.0"

@@ -1,0 +1,258 @@
+"""Task heads (they return tensors), their losses (plain functions), and the models that put a head
+on the encoder: BertForPreTraining, BertForSequenceClassification, BertForQuestionAnswering,
+BertForTokenClassification.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .checkpoint import Pretrained, architecture_of
+from .config import BertConfig
+from .errors import BertkitError
+from .model import BertModel, activation
+
+IGNORE = -100  # label value of positions that carry no loss (as in PyTorch and transformers)
+
+
+class MaskedLMHead(nn.Module):
+    """dense + activation + LayerNorm, then the decoder tied to the word embeddings, plus a bias."""
+
+    def __init__(self, cfg: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.act = activation(cfg.hidden_act)
+        self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+
+    def forward(self, hidden: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        """(..., H) -> (..., V); `word_embeddings` is the (V, H) input embedding matrix."""
+        return F.linear(self.norm(self.act(self.dense(hidden))), word_embeddings, self.bias)
+
+
+class Classifier(nn.Module):
+    """Dropout then a linear layer: sequence classification on the pooled output, or tagging per token."""
+
+    def __init__(self, cfg: BertConfig):
+        super().__init__()
+        p = cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
+        self.dropout = nn.Dropout(p)
+        self.linear = nn.Linear(cfg.hidden_size, cfg.num_labels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.dropout(x))
+
+
+def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the predicted positions; logits (M, V) or (B, T, V), labels to match."""
+    return F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(), ignore_index=IGNORE)
+
+
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_type: str | None) -> torch.Tensor:
+    """Cross-entropy over classes, or mean squared error when the task is regression (one output)."""
+    if problem_type == "regression" or logits.shape[-1] == 1:
+        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+    return F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(), ignore_index=IGNORE)
+
+
+def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """Mean of the start and end cross-entropies; positions outside the sequence carry no loss."""
+    T = start_logits.shape[1]
+    starts, ends = starts.clamp(0, T), ends.clamp(0, T)  # T is out of range: ignored, as in transformers
+    start = F.cross_entropy(start_logits.float(), starts, ignore_index=T)
+    end = F.cross_entropy(end_logits.float(), ends, ignore_index=T)
+    return (start + end) / 2
+
+
+@dataclass
+class PreTrainingOutput:
+    loss: torch.Tensor | None  # MLM + NSP, when both labels are given
+    mlm_loss: torch.Tensor | None
+    nsp_loss: torch.Tensor | None
+    prediction_logits: torch.Tensor  # (M, V) at the predicted positions when mlm_labels is given, else (B, T, V)
+    seq_relationship_logits: torch.Tensor  # (B, 2); class 0 = IsNext, 1 = NotNext
+
+
+class BertForPreTraining(Pretrained):
+    """The encoder with the masked-LM head (tied to the word embeddings) and the next-sentence head."""
+
+    hf_architecture = "BertForPreTraining"
+    head_prefixes = ("mlm.", "nsp.")
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, init=False)
+        self.mlm = MaskedLMHead(config)
+        self.nsp = nn.Linear(config.hidden_size, 2)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        mlm_labels: torch.Tensor | None = None,
+        nsp_labels: torch.Tensor | None = None,
+        dense_logits: bool = False,
+    ) -> PreTrainingOutput:
+        """mlm_labels (B, T) hold the original token where a prediction is made and -100 elsewhere.
+
+        With mlm_labels the MLM head runs only at the predicted positions (about 15% of tokens, as in
+        NVIDIA's BERT) and `prediction_logits` is (M, V) in row-major order of those positions;
+        `dense_logits=True` (or no labels) gives logits at every position, (B, T, V).
+        """
+        out = self.bert(input_ids, attention_mask, token_type_ids)
+        hidden = out.last_hidden_state  # (B, T, H)
+        seq_logits = self.nsp(out.pooler_output)  # (B, 2)
+        if mlm_labels is not None and not dense_logits:
+            picked = (mlm_labels.flatten() != IGNORE).nonzero().squeeze(1)  # (M,)
+            hidden = hidden.flatten(0, 1).index_select(0, picked)  # (M, H)
+            mlm_targets = mlm_labels.flatten().index_select(0, picked)
+        else:
+            mlm_targets = mlm_labels
+        logits = self.mlm(hidden, self.bert.embeddings.word_embeddings.weight)
+        lm = mlm_loss(logits, mlm_targets) if mlm_targets is not None else None
+        ns = F.cross_entropy(seq_logits.float(), nsp_labels) if nsp_labels is not None else None
+        total = lm + ns if lm is not None and ns is not None else None
+        return PreTrainingOutput(total, lm, ns, logits, seq_logits)
+
+
+@dataclass
+class SequenceClassifierOutput:
+    loss: torch.Tensor | None
+    logits: torch.Tensor  # (B, num_labels)
+
+
+class BertForSequenceClassification(Pretrained):
+    """A single text or a pair -> the pooled [CLS] output -> N classes, or one score (regression)."""
+
+    hf_architecture = "BertForSequenceClassification"
+    head_prefixes = ("classifier.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, init=False)
+        self.classifier = Classifier(config)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> SequenceClassifierOutput:
+        logits = self.classifier(self.bert(input_ids, attention_mask, token_type_ids).pooler_output)
+        loss = classification_loss(logits, labels, self.config.problem_type) if labels is not None else None
+        return SequenceClassifierOutput(loss, logits)
+
+
+@dataclass
+class QuestionAnsweringOutput:
+    loss: torch.Tensor | None
+    start_logits: torch.Tensor  # (B, T)
+    end_logits: torch.Tensor  # (B, T)
+
+
+class BertForQuestionAnswering(Pretrained):
+    """Extractive QA: a start and an end logit for every token of question + passage.
+
+    Padding gets the lowest logit, so that the span softmax (and its loss) runs over real tokens only;
+    Google's and Hugging Face's losses also give probability to [PAD] positions.
+    """
+
+    hf_architecture = "BertForQuestionAnswering"
+    head_prefixes = ("qa_outputs.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False, init=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+    ) -> QuestionAnsweringOutput:
+        logits = self.qa_outputs(self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state)  # (B, T, 2)
+        if attention_mask is not None:
+            logits = logits.masked_fill(~attention_mask.bool()[..., None], torch.finfo(logits.dtype).min)
+        start_logits, end_logits = logits.unbind(-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
+        return QuestionAnsweringOutput(loss, start_logits.contiguous(), end_logits.contiguous())
+
+
+@dataclass
+class TokenClassifierOutput:
+    loss: torch.Tensor | None
+    logits: torch.Tensor  # (B, T, num_labels)
+
+
+class BertForTokenClassification(Pretrained):
+    """Sequence labelling (NER): a label for every token; -100 marks tokens without one."""
+
+    hf_architecture = "BertForTokenClassification"
+    head_prefixes = ("classifier.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False, init=False)
+        self.classifier = Classifier(config)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> TokenClassifierOutput:
+        logits = self.classifier(self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE) if labels is not None else None
+        return TokenClassifierOutput(loss, logits)
+
+
+MODEL_CLASSES: dict[str, type[Pretrained]] = {
+    cls.hf_architecture: cls
+    for cls in (BertModel, BertForPreTraining, BertForSequenceClassification, BertForQuestionAnswering,
+                BertForTokenClassification)
+}
+
+
+def load_model(directory: str | Path, kind: type[Pretrained] | None = None) -> Pretrained:
+    """Gives the model saved in `directory`, of the class its config.json names (or `kind`, checked).
+
+    A folder of another kind (a QA model where a classifier is wanted, say) is an error naming both.
+    """
+    saved = architecture_of(directory)
+    if kind is None:
+        kind = MODEL_CLASSES.get(saved or "BertModel", BertModel)
+    elif saved is not None and saved != kind.hf_architecture and saved not in ("BertModel", "BertForPreTraining"):
+        raise BertkitError(f"{directory}: holds a {saved}, not a {kind.hf_architecture}")
+    return kind.from_pretrained(directory)
+
+
+def parameter_counts(model: nn.Module) -> dict[str, int]:
+    """Gives parameter counts by part (embeddings, encoder layers, pooler, each head) and in total."""
+    counts: dict[str, int] = {}
+    for name, p in model.named_parameters():
+        part = name.removeprefix("bert.").split(".")[0]
+        counts[part] = counts.get(part, 0) + p.numel()
+    counts["total"] = sum(p.numel() for p in model.parameters())
+    counts["total without embeddings"] = counts["total"] - counts.get("embeddings", 0)
+    return counts

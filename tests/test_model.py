@@ -1,0 +1,230 @@
+"""Parity with transformers' BERT: same weights, same outputs (fp32, atol 1e-5), both ways through disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+import bertkit
+from bertkit import BertConfig, BertkitError
+from bertkit.heads import span_loss
+
+ATOL = 1e-5
+SIZES = {"tiny": dict(vocab_size=1000), "base": dict(vocab_size=30522)}
+
+# (bertkit class, transformers class, extra config)
+MODELS = [
+    (bertkit.BertModel, transformers.BertModel, {}),
+    (bertkit.BertForPreTraining, transformers.BertForPreTraining, {}),
+    (bertkit.BertForSequenceClassification, transformers.BertForSequenceClassification, {"id2label": {0: "a", 1: "b", 2: "c"}}),
+    (bertkit.BertForSequenceClassification, transformers.BertForSequenceClassification, {"id2label": {0: "score"}, "problem_type": "regression"}),
+    (bertkit.BertForQuestionAnswering, transformers.BertForQuestionAnswering, {}),
+    (bertkit.BertForTokenClassification, transformers.BertForTokenClassification, {"id2label": dict(enumerate(["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]))}),
+]
+
+
+def make_batch(cfg: BertConfig, B: int = 4, T: int = 24, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A batch with padding of several lengths, a pair boundary, and labels for every head."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, cfg.vocab_size, (B, T), generator=g)
+    lengths = torch.tensor([T, T - 7, 5, T - 1][:B])
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
+    ids = ids * mask  # [PAD] = 0 at the padding
+    types = (torch.arange(T)[None, :] >= (lengths[:, None] // 2)).long() * mask
+    mlm = torch.full((B, T), -100)
+    pick = (torch.rand(B, T, generator=g) < 0.3) & mask.bool()
+    mlm[pick] = ids[pick]
+    return dict(
+        input_ids=ids, attention_mask=mask, token_type_ids=types, mlm_labels=mlm,
+        nsp_labels=torch.tensor([0, 1, 1, 0][:B]),
+        class_labels=torch.randint(0, cfg.num_labels, (B,), generator=g),
+        score_labels=torch.rand(B, generator=g),
+        token_labels=torch.where(mask.bool(), torch.randint(0, cfg.num_labels, (B, T), generator=g), -100),
+        starts=torch.tensor([1, 3, 2, 30][:B]), ends=torch.tensor([2, 9, 4, 31][:B]),
+    )
+
+
+def run_both(ours: torch.nn.Module, hf: torch.nn.Module, batch: dict[str, torch.Tensor]) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """Runs both models on the batch; gives (name, ours, theirs) pairs of tensors that must agree."""
+    x = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    valid = batch["attention_mask"].bool()
+    with torch.no_grad():
+        if isinstance(ours, bertkit.BertModel):
+            a, b = ours(**x), hf(**x)
+            return [("last_hidden_state", a.last_hidden_state[valid], b.last_hidden_state[valid]),
+                    ("pooler_output", a.pooler_output, b.pooler_output)]
+        if isinstance(ours, bertkit.BertForPreTraining):
+            a = ours(**x, mlm_labels=batch["mlm_labels"], nsp_labels=batch["nsp_labels"])
+            dense = ours(**x)
+            b = hf(**x, labels=batch["mlm_labels"], next_sentence_label=batch["nsp_labels"])
+            picked = batch["mlm_labels"] != -100
+            return [("loss", a.loss, b.loss),
+                    ("mlm logits (dense)", dense.prediction_logits[valid], b.prediction_logits[valid]),
+                    ("mlm logits (sparse)", a.prediction_logits, b.prediction_logits[picked]),
+                    ("nsp logits", a.seq_relationship_logits, b.seq_relationship_logits)]
+        if isinstance(ours, bertkit.BertForSequenceClassification):
+            labels = batch["score_labels"] if ours.config.problem_type == "regression" else batch["class_labels"]
+            a, b = ours(**x, labels=labels), hf(**x, labels=labels)
+            return [("loss", a.loss, b.loss), ("logits", a.logits, b.logits)]
+        if isinstance(ours, bertkit.BertForQuestionAnswering):
+            a = ours(**x, start_positions=batch["starts"], end_positions=batch["ends"])
+            b = hf(**x)
+            # bertkit keeps [PAD] out of the span softmax; score transformers' logits the same way.
+            low = torch.finfo(torch.float32).min
+            b_loss = span_loss(b.start_logits.masked_fill(~valid, low), b.end_logits.masked_fill(~valid, low),
+                               batch["starts"], batch["ends"])
+            return [("loss", a.loss, b_loss), ("start_logits", a.start_logits[valid], b.start_logits[valid]),
+                    ("end_logits", a.end_logits[valid], b.end_logits[valid])]
+        if isinstance(ours, bertkit.BertForTokenClassification):
+            a, b = ours(**x, labels=batch["token_labels"]), hf(**x, labels=batch["token_labels"])
+            return [("loss", a.loss, b.loss), ("logits", a.logits[valid], b.logits[valid])]
+    raise AssertionError(type(ours))
+
+
+def assert_parity(ours: torch.nn.Module, hf: torch.nn.Module, batch: dict[str, torch.Tensor]) -> None:
+    for name, a, b in run_both(ours.eval(), hf.eval(), batch):
+        torch.testing.assert_close(a, b, atol=ATOL, rtol=0, msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize(("ours_cls", "hf_cls", "extra"), MODELS, ids=lambda v: getattr(v, "__name__", "cfg"))
+def test_parity_both_directions(tmp_path: Path, size: str, ours_cls, hf_cls, extra) -> None:
+    torch.manual_seed(0)
+    cfg = BertConfig.preset(size, **SIZES[size], **extra)
+    batch = make_batch(cfg)
+
+    # bertkit -> disk -> transformers
+    ours = ours_cls(cfg)
+    ours.save_pretrained(tmp_path / "ours")
+    hf = hf_cls.from_pretrained(tmp_path / "ours")
+    assert_parity(ours, hf, batch)
+
+    # transformers -> disk -> bertkit (fresh random weights on their side)
+    hf2 = hf_cls(transformers.BertConfig(**cfg.to_dict()))
+    hf2.save_pretrained(tmp_path / "hf")
+    ours2 = ours_cls.from_pretrained(tmp_path / "hf")
+    assert ours2.load_report.newly_initialized == []
+    assert_parity(ours2, hf2, batch)
+
+
+def test_pretrained_weights_are_bert_initialized() -> None:
+    torch.manual_seed(0)
+    model = bertkit.BertForPreTraining(BertConfig.preset("mini"))
+    w = model.bert.layers[0].ffn.up.weight
+    assert abs(w.std().item() - 0.02 * 0.88) < 0.002  # normal(0, 0.02) truncated at 2 std has std 0.88 x 0.02
+    assert w.abs().max().item() <= 0.04 + 1e-6
+    assert torch.all(model.bert.layers[0].ffn.up.bias == 0)
+    assert torch.all(model.bert.layers[0].ffn_norm.weight == 1) and torch.all(model.mlm.bias == 0)
+
+
+def test_mlm_decoder_is_tied_to_word_embeddings() -> None:
+    model = bertkit.BertForPreTraining(BertConfig.preset("tiny", vocab_size=50))
+    names = [n for n, _ in model.named_parameters()]
+    assert not any("decoder" in n for n in names)
+    out = model(torch.tensor([[2, 7, 3]]), mlm_labels=torch.tensor([[-100, 7, -100]]), nsp_labels=torch.tensor([0]))
+    out.loss.backward()
+    assert model.bert.embeddings.word_embeddings.weight.grad[7].abs().sum() > 0
+
+
+def test_padding_does_not_change_real_tokens() -> None:
+    torch.manual_seed(0)
+    model = bertkit.BertModel(BertConfig.preset("tiny", vocab_size=100)).eval()
+    ids = torch.randint(5, 100, (1, 9))
+    padded = torch.cat([ids, torch.zeros(1, 6, dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        alone = model(ids).last_hidden_state
+        with_pad = model(padded, attention_mask=(padded != 0).long() | (torch.arange(15) < 9).long()).last_hidden_state
+    torch.testing.assert_close(with_pad[:, :9], alone, atol=ATOL, rtol=0)
+    assert torch.all(with_pad[:, 9:] == 0)
+
+
+def test_bf16_runs_close_to_fp32() -> None:
+    torch.manual_seed(0)
+    cfg = BertConfig.preset("tiny", vocab_size=1000)
+    model = bertkit.BertForPreTraining(cfg).eval()
+    batch = make_batch(cfg)
+    x = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    with torch.no_grad():
+        ref = model(**x, mlm_labels=batch["mlm_labels"], nsp_labels=batch["nsp_labels"]).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model(**x, mlm_labels=batch["mlm_labels"], nsp_labels=batch["nsp_labels"]).loss
+        as_bf16 = model.to(torch.bfloat16)(**x, mlm_labels=batch["mlm_labels"], nsp_labels=batch["nsp_labels"]).loss
+    assert low.dtype == torch.float32
+    assert abs(low.item() - ref.item()) < 0.05 and abs(as_bf16.item() - ref.item()) < 0.05
+
+
+# ---- checkpoints: loading reports and bad input ---------------------------------------------------
+
+def test_fresh_head_is_reported_and_extra_weights_listed(tmp_path: Path) -> None:
+    cfg = BertConfig.preset("tiny", vocab_size=100)
+    bertkit.BertForPreTraining(cfg).save_pretrained(tmp_path)
+    clf = bertkit.BertForSequenceClassification.from_pretrained(tmp_path, id2label={0: "neg", 1: "pos"})
+    assert clf.load_report.newly_initialized == ["classifier.linear.weight", "classifier.linear.bias"]
+    assert "mlm.bias" in clf.load_report.unused and "nsp.weight" in clf.load_report.unused
+    tagger = bertkit.BertForTokenClassification.from_pretrained(tmp_path)
+    assert "bert.pooler.dense.weight" in tagger.load_report.unused
+
+
+def test_wrong_shapes_are_named(tmp_path: Path) -> None:
+    bertkit.BertModel(BertConfig.preset("tiny", vocab_size=100)).save_pretrained(tmp_path / "a")
+    bertkit.BertModel(BertConfig.preset("tiny", vocab_size=100, intermediate_size=256)).save_pretrained(tmp_path / "b")
+    # a config that says one thing, weights of another
+    (tmp_path / "a" / "model.safetensors").replace(tmp_path / "b" / "model.safetensors")
+    with pytest.raises(BertkitError, match=r"wrong shape: .*layers\.0\.ffn\.up\.weight: checkpoint \(512, 128\), model \(256, 128\)"):
+        bertkit.BertModel.from_pretrained(tmp_path / "b")
+
+
+def test_missing_encoder_weights_are_an_error(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    bertkit.BertModel(BertConfig.preset("tiny", vocab_size=100)).save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    del state["encoder.layer.1.output.dense.weight"]
+    save_file(state, tmp_path / "model.safetensors")
+    with pytest.raises(BertkitError, match=r"lacks encoder weights: layers\.1\.ffn\.down\.weight"):
+        bertkit.BertModel.from_pretrained(tmp_path)
+
+
+def test_missing_folder_and_missing_weights(tmp_path: Path) -> None:
+    with pytest.raises(BertkitError, match="no such model folder"):
+        bertkit.BertModel.from_pretrained(tmp_path / "nope")
+    with pytest.raises(BertkitError, match="no config.json"):
+        bertkit.BertModel.from_pretrained(tmp_path)
+    BertConfig.preset("tiny").save(tmp_path)
+    with pytest.raises(BertkitError, match="no model.safetensors or pytorch_model.bin"):
+        bertkit.BertModel.from_pretrained(tmp_path)
+
+
+def test_vocab_larger_than_config_is_an_error(tmp_path: Path) -> None:
+    bertkit.BertModel(BertConfig.preset("tiny", vocab_size=10)).save_pretrained(tmp_path)
+    (tmp_path / "vocab.txt").write_text("\n".join(f"tok{i}" for i in range(12)) + "\n")
+    with pytest.raises(BertkitError, match="vocab.txt has 12 tokens but config.json vocab_size is 10"):
+        bertkit.BertModel.from_pretrained(tmp_path)
+
+
+def test_config_rejects_unknown_keys_and_bad_values(tmp_path: Path) -> None:
+    with pytest.raises(BertkitError, match="unknown key 'hidden_sise'"):
+        BertConfig.from_dict({"hidden_sise": 5})
+    with pytest.raises(BertkitError, match="not a multiple"):
+        BertConfig(hidden_size=100, num_attention_heads=3)
+    with pytest.raises(BertkitError, match="position_embedding_type='relative_key' is not supported"):
+        BertConfig.from_dict({"position_embedding_type": "relative_key"})
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(BertkitError, match="config.json: not valid JSON"):
+        BertConfig.load(tmp_path)
+
+
+def test_reads_pytorch_model_bin_and_tf_style_names(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    hf = transformers.BertModel(transformers.BertConfig(**BertConfig.preset("tiny", vocab_size=100).to_dict())).eval()
+    state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+             for k, v in hf.state_dict().items()}
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    hf.config.save_pretrained(tmp_path)
+    ours = bertkit.BertModel.from_pretrained(tmp_path).eval()
+    ids = torch.randint(5, 100, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids).last_hidden_state, hf(ids).last_hidden_state, atol=ATOL, rtol=0)
