@@ -9,6 +9,8 @@ from .heads import (
     BertForTokenClassification,
 )
 from .model import BertModel
+from .predict import Pipeline, pipeline
+from .tokenizer import Tokenizer
 
 __all__ = [
     "BertConfig",
@@ -18,5 +20,8 @@ __all__ = [
     "BertForTokenClassification",
     "BertModel",
     "BertkitError",
+    "Pipeline",
+    "Tokenizer",
+    "pipeline",
 ]
 __version__ = "0.1.0"

@@ -55,6 +55,140 @@ def cmd_info(args: argparse.Namespace) -> None:
         print(f"  {part:30} {n:>14,}")
 
 
+def cmd_prepare(args: argparse.Namespace) -> None:
+    from .pretraining import prepare
+    from .tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(args.vocab)
+    meta = prepare(
+        args.input, args.vocab, args.out, max_seq_length=args.max_seq_length, short_seq_prob=args.short_seq_prob,
+        masked_lm_prob=args.masked_lm_prob, max_predictions_per_seq=args.max_predictions_per_seq,
+        whole_word_masking=args.whole_word_masking, static_masking=args.static_masking, dupe_factor=args.dupe_factor,
+        eval_fraction=args.eval_fraction, seed=args.seed, input_format=args.format, text_field=args.text_field,
+        lang=args.lang, on_error=args.on_error, workers=args.workers,
+    )
+    tok.save_pretrained(args.out)  # the data folder carries its vocabulary: training and export read it there
+    counts = meta.get("counts", {})
+    print(f"wrote {args.out}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items() if isinstance(v, int)))
+
+
+PRETRAIN_FLAGS = {"data": "data.path", "preset": "model.preset", "steps": "train.steps", "batch_size": "train.batch_size",
+                  "lr": "optim.lr", "precision": "train.precision", "device": "train.device", "seed": "train.seed"}
+
+
+def cmd_pretrain(args: argparse.Namespace) -> None:
+    from . import settings
+    from .pretrain import PretrainSettings, pretrain
+
+    base = args.config
+    saved = args.out / "config.json"
+    if args.resume and base is None and saved.is_file():
+        base = saved  # resuming: the run's own settings, with what this command line changes
+    flags = {key: getattr(args, name) for name, key in PRETRAIN_FLAGS.items()}
+    cfg = settings.load(PretrainSettings, base, args.overrides, flags)
+    out = pretrain(cfg, args.out, resume=args.resume)
+    print(f"model: {out}")
+
+
+def _read_options(args: argparse.Namespace) -> dict:
+    """Reader options given on the command line: a file format and a column mapping for the user's own files."""
+    opts: dict = {}
+    if getattr(args, "format", None):
+        opts["format"] = args.format
+    if getattr(args, "columns", None):
+        cols: dict = {}
+        for item in args.columns.split(","):
+            name, sep, col = item.partition("=")
+            if not sep:
+                raise BertkitError(f"--columns {args.columns!r}: expected name=column pairs, e.g. text=0,label=1")
+            cols[name.strip()] = int(col) if col.strip().lstrip("-").isdigit() else col.strip()
+        opts["columns"] = cols
+    if getattr(args, "no_header", False):
+        opts["header"] = False
+    if getattr(args, "normalize", None):
+        opts["normalize"] = args.normalize
+    if getattr(args, "skip_bad_rows", False):
+        opts["bad_rows"] = "skip"
+    return opts
+
+
+def _grid(spec: str | None) -> dict | None:
+    """--grid with no value: the paper's grid; "batch_size=16,32;lr=5e-5,3e-5;epochs=2,3" a subset."""
+    if spec is None:
+        return None
+    grid: dict = {}
+    for part in filter(None, spec.split(";")):
+        key, sep, values = part.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in ("batch_size", "lr", "epochs"):
+            raise BertkitError(f"--grid {spec!r}: expected batch_size=..;lr=..;epochs=.. (any of them)")
+        kind = float if key == "lr" else int
+        try:
+            grid[key] = tuple(kind(v) for v in values.split(","))
+        except ValueError:
+            raise BertkitError(f"--grid {spec!r}: {key} values must be numbers") from None
+    return grid
+
+
+def cmd_finetune(args: argparse.Namespace) -> None:
+    from .finetune import FinetuneSettings, finetune
+
+    task_options: dict = {}
+    if args.regression:
+        task_options["regression"] = True
+    if args.scheme:
+        task_options["scheme"] = args.scheme
+    if args.doc_stride:
+        task_options["doc_stride"] = args.doc_stride
+    cfg = FinetuneSettings(
+        task=args.task, model=args.model, train=args.train, dev=args.dev, test=args.test, out=args.out,
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_seq_length=args.max_seq_length, seed=args.seed,
+        warmup=args.warmup, precision=args.precision, device=args.device, read_options=_read_options(args),
+        task_options=task_options, grid=_grid(args.grid) if args.grid is not None else None,
+    )
+    summary = finetune(cfg, resume=args.resume)
+    best = summary["best"]
+    print(json.dumps({"best": best, **({"test": summary["test"]} if "test" in summary else {}), "model": str(args.out / "model")}))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from .predict import pipeline
+
+    pipe = pipeline(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size)
+    print(json.dumps(pipe.evaluate(args.data, **_read_options(args)), ensure_ascii=False))
+
+
+def cmd_predict(args: argparse.Namespace) -> None:
+    from .predict import pipeline
+
+    pipe = pipeline(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size)
+    if args.text:
+        texts = args.text
+    elif args.file:
+        if not args.file.is_file():
+            raise BertkitError(f"{args.file}: no such file")
+        texts = args.file.read_text(encoding="utf-8").splitlines()
+    else:
+        texts = [line.rstrip("\n") for line in sys.stdin]
+    pairs = None
+    if args.pair is not None:
+        pairs = args.pair * len(texts) if len(args.pair) == 1 else args.pair
+    elif args.sep is not None:  # "first<SEP>second" lines
+        split = [t.split(args.sep, 1) for t in texts]
+        if any(len(s) != 2 for s in split):
+            raise BertkitError(f"every input must hold the separator {args.sep!r} between its two texts")
+        texts, pairs = [s[0] for s in split], [s[1] for s in split]
+    texts = [t for t in texts if t.strip()] if pairs is None else texts
+    for row in pipe(texts, pairs):
+        print(json.dumps(row, ensure_ascii=False))
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    from .plot import plot_run
+
+    print(plot_run(args.run, args.out))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bertkit", description="BERT pre-training, fine-tuning and checkpoints.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
@@ -78,6 +212,92 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-frequency", type=int, default=2, help="minimum count of a merged piece (default 2)")
     p.set_defaults(func=cmd_vocab)
 
+    p = sub.add_parser("prepare", help="raw text -> pre-training instances (MLM + NSP) on disk",
+                       description="Read a corpus, build Google-style pre-training instances, write shards to OUT.")
+    p.add_argument("--input", required=True, nargs="+", type=Path, help="files or folders (.txt, .gz, .jsonl)")
+    p.add_argument("--vocab", required=True, type=Path, help="folder with vocab.txt (from `bertkit vocab`)")
+    p.add_argument("--out", required=True, type=Path, help="output data folder")
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--short-seq-prob", type=float, default=0.1)
+    p.add_argument("--masked-lm-prob", type=float, default=0.15)
+    p.add_argument("--max-predictions-per-seq", type=int, help="default: round(max_seq_length x masked_lm_prob)")
+    p.add_argument("--whole-word-masking", action="store_true", help="mask whole words (Chinese: jieba words)")
+    p.add_argument("--static-masking", action="store_true", help="draw masks once here (default: anew every epoch)")
+    p.add_argument("--dupe-factor", type=int, help="with --static-masking: copies with different masks (default 10)")
+    p.add_argument("--eval-fraction", type=float, default=0.01, help="documents held out for evaluation")
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--format", default="auto", choices=["auto", "google", "lines", "paragraphs", "jsonl"])
+    p.add_argument("--text-field", default="text", help="JSON lines: the field holding the text")
+    p.add_argument("--lang", default="auto", choices=["auto", "en", "zh"], help="sentence splitting rules")
+    p.add_argument("--on-error", default="skip", choices=["skip", "stop"], help="bad files and lines: skip and count, or stop")
+    p.add_argument("--workers", type=int, help="processes (default: all cores)")
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("pretrain", help="pre-train BERT (MLM + NSP) on a prepared data folder",
+                       description="Pre-train BERT. Settings come from --config (TOML/JSON), the options below, "
+                                   "then key=value overrides such as optim.warmup=0.05 or train.accumulation=4.")
+    p.add_argument("--data", type=Path, help="data folder made by `bertkit prepare`")
+    p.add_argument("--out", required=True, type=Path, help="run folder (checkpoints, logs, final model)")
+    p.add_argument("--preset", choices=list(_presets()), help="model size (default tiny)")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--batch-size", type=int, help="sequences per optimizer step, all processes together")
+    p.add_argument("--lr", type=float, help="peak learning rate (default 1e-4)")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"])
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--seed", type=int)
+    p.add_argument("--config", type=Path, help="settings file (.toml or .json)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="any setting, e.g. log.eval_every=100")
+    p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser("finetune", help="fine-tune on a labelled task (classify, pair, qa, ner)",
+                       description="Fine-tune a pre-trained BERT the way the paper does; the best model goes to OUT/model.")
+    p.add_argument("--task", required=True, choices=["classify", "pair", "qa", "ner"])
+    p.add_argument("--model", required=True, type=Path, help="pre-trained model folder (bertkit's or Hugging Face's)")
+    p.add_argument("--train", required=True, type=Path)
+    p.add_argument("--dev", required=True, type=Path)
+    p.add_argument("--test", type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--max-seq-length", type=int, help="default 128; 384 for qa")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--warmup", type=float, default=0.1, help="warmup proportion of the steps")
+    p.add_argument("--grid", nargs="?", const="", metavar="SPEC",
+                   help="the paper's grid (batch 16/32 x lr 5e-5/3e-5/2e-5 x epochs 2/3/4), or a subset: 'lr=5e-5,3e-5;epochs=2'")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--resume", action="store_true", help="keep finished grid runs, continue the unfinished one")
+    _add_read_options(p)
+    p.add_argument("--regression", action="store_true", help="classify/pair: predict a score (labels are numbers)")
+    p.add_argument("--scheme", choices=["BIO", "BIOES"], help="ner: tagging scheme to learn (default: the file's)")
+    p.add_argument("--doc-stride", type=int, help="qa: tokens between passage windows (default 128)")
+    p.set_defaults(func=cmd_finetune)
+
+    p = sub.add_parser("evaluate", help="scores of a fine-tuned model on a labelled file (JSON)",
+                       description="Evaluate a model folder written by `bertkit finetune` on a labelled file.")
+    p.add_argument("--model", required=True, type=Path)
+    p.add_argument("--data", required=True, type=Path)
+    _add_inference_options(p)
+    _add_read_options(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("predict", help="predictions of a fine-tuned model (JSON lines)",
+                       description="Predict with a fine-tuned model: texts from arguments, --file, or stdin, one per line.")
+    p.add_argument("--model", required=True, type=Path)
+    p.add_argument("text", nargs="*", help="texts (pair task: first texts; qa: questions)")
+    p.add_argument("--pair", nargs="+", help="second texts (pair task) or contexts (qa); one is used for every text")
+    p.add_argument("--sep", help="inputs hold both texts separated by this string (e.g. a tab)")
+    p.add_argument("--file", type=Path, help="a file of inputs, one per line")
+    _add_inference_options(p)
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("plot", help="draw a run's curves to a PNG", description="Draw RUN/log.jsonl to RUN/curves.png.")
+    p.add_argument("run", type=Path, help="run folder")
+    p.add_argument("--out", type=Path, help="PNG path (default RUN/curves.png)")
+    p.set_defaults(func=cmd_plot)
+
     p = sub.add_parser("info", help="a model folder's config and parameter counts by part",
                        description="Print a model folder's config and its parameter counts by part.")
     p.add_argument("model", type=Path, help="model folder (config.json + model.safetensors)")
@@ -99,6 +319,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("bertkit: interrupted", file=sys.stderr)
         return 130
     return 2
+
+
+def _add_read_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data format (for your own files)")
+    g.add_argument("--format", choices=["tsv", "csv", "jsonl"], help="classify/pair: file format (default: by extension)")
+    g.add_argument("--columns", help="classify/pair: where fields are, e.g. text=0,pair=1,label=2 or text=review,label=label")
+    g.add_argument("--no-header", action="store_true", help="classify/pair: the table has no header row")
+    g.add_argument("--normalize", choices=["NFKC"], help="ner: normalize words (e.g. full-width digits)")
+    g.add_argument("--skip-bad-rows", action="store_true", help="skip and count malformed rows instead of stopping")
+
+
+def _add_inference_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+
+
+def _presets() -> list[str]:
+    from .config import PRESETS
+
+    return list(PRESETS)
 
 
 if __name__ == "__main__":

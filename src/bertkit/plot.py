@@ -1,0 +1,54 @@
+"""`bertkit plot RUN_DIR`: the curves of a run's log.jsonl drawn to a PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import BertkitError
+from .fileio import atomic_write
+from .train import read_log
+
+# (panel title, [(log key, label)]) in the order drawn; panels with no data are left out.
+PANELS: list[tuple[str, list[tuple[str, str]]]] = [
+    ("loss", [("loss", "train"), ("eval_loss", "held-out")]),
+    ("MLM accuracy", [("mlm_acc", "train"), ("eval_mlm_acc", "held-out"), ("eval_mlm_baseline_acc", "most frequent token")]),
+    ("NSP accuracy", [("nsp_acc", "train"), ("eval_nsp_acc", "held-out")]),
+    ("dev metric", [("eval_accuracy", "accuracy"), ("eval_f1", "F1"), ("eval_exact_match", "exact match")]),
+    ("learning rate", [("lr", "lr")]),
+    ("throughput (tokens/s)", [("tokens_per_s", "tokens/s")]),
+]
+
+
+def plot_run(run_dir: Path, out: Path | None = None, title: str | None = None) -> Path:
+    """Draws RUN_DIR/log.jsonl to `out` (default RUN_DIR/curves.png); gives the path written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_log(Path(run_dir) / "log.jsonl")
+    if not rows:
+        raise BertkitError(f"{run_dir}: no log.jsonl with metrics (is this a run folder?)")
+    panels = [(name, [(k, label) for k, label in series if any(k in r for r in rows)]) for name, series in PANELS]
+    panels = [(name, series) for name, series in panels if series]
+    cols = 2
+    nrows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(11, 3.2 * nrows), squeeze=False)
+    for ax, (name, series) in zip(axes.flat, panels, strict=False):
+        for key, label in series:
+            pts = [(r["step"], r[key]) for r in rows if key in r]
+            style = "--" if "baseline" in key else ("o-" if key.startswith("eval_") else "-")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label, markersize=3)
+        ax.set_title(name)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if len(series) > 1:
+            ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(title or Path(run_dir).name)
+    fig.tight_layout()
+    out = Path(out) if out else Path(run_dir) / "curves.png"
+    atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+    return out

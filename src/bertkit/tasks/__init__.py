@@ -1,0 +1,80 @@
+"""The data side of fine-tuning for the paper's four task families, behind one interface (`Task`).
+
+    task = get_task("pair")                          # "classify" | "pair" | "qa" | "ner"
+    train, dev = task.read(train_path), task.read(dev_path)
+    labels = task.labels(train)
+    label2id = {label: i for i, label in enumerate(labels)}
+    model = task.model_class(config.with_labels(labels, task.problem_type))
+    features = task.featurize(dev, tok, label2id)    # rows of ints + what decoding needs
+    batches = [features.rows[i:i + 32] for i in range(0, len(features), 32)]
+    outputs = [model(**task.collate(b, tok.pad_token_id)) for b in batches]   # in feature order
+    predictions = task.decode(features, outputs)      # one per example
+    scores = task.score(dev, predictions)             # {"accuracy": ..., "f1": ...}, percent
+
+Read reports (`dataset.report.summary()`) say what each reader skipped or fixed and where.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import BertkitError
+from .base import Dataset, Features, ReadReport, Task, pad_rows
+from .classify import ClassifyTask, ClassPrediction
+from .crf import CRF, pack_words
+from .ner import NERTask, TagPrediction
+from .qa import QAPrediction, QATask
+from .readers import (
+    Answer,
+    QAExample,
+    TagExample,
+    TextExample,
+    read_conll,
+    read_jsonl,
+    read_squad,
+    read_table,
+    read_texts,
+    split,
+)
+
+TASKS = ("classify", "pair", "qa", "ner")
+
+
+def get_task(name: str, **options: Any) -> Task:
+    """Gives the task named "classify", "pair", "qa" or "ner", built with `options` (e.g. regression=True)."""
+    if name in ("classify", "pair"):
+        return ClassifyTask(name=name, **options)
+    if name == "qa":
+        return QATask(**options)
+    if name == "ner":
+        return NERTask(**options)
+    raise BertkitError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+
+
+__all__ = [
+    "CRF",
+    "TASKS",
+    "Answer",
+    "ClassPrediction",
+    "ClassifyTask",
+    "Dataset",
+    "Features",
+    "NERTask",
+    "QAExample",
+    "QAPrediction",
+    "QATask",
+    "ReadReport",
+    "TagExample",
+    "TagPrediction",
+    "Task",
+    "TextExample",
+    "get_task",
+    "pack_words",
+    "pad_rows",
+    "read_conll",
+    "read_jsonl",
+    "read_squad",
+    "read_table",
+    "read_texts",
+    "split",
+]

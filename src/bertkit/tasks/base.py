@@ -1,0 +1,226 @@
+"""What every task family shares: the Task interface, datasets with a read report, features, padding,
+and turning model outputs into per-row numpy arrays.
+
+The training loop drives any task through the same eight calls (see `Task`); nothing in it needs to
+know whether rows are sentences, question windows or tagged words.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from ..heads import IGNORE
+
+SHOWN_PLACES = 5  # how many line numbers / question ids a report keeps per reason
+
+
+@dataclass
+class ReadReport:
+    """What a reader kept and what it left out of one file: counts by reason, with the first places."""
+
+    source: str
+    kept: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    fixed: Counter[str] = field(default_factory=Counter)
+    places: dict[str, list[str]] = field(default_factory=dict)  # reason -> first few "line 17" / "question X"
+
+    def skip(self, reason: str, place: str) -> None:
+        self.skipped[reason] += 1
+        self._note(reason, place)
+
+    def fix(self, reason: str, place: str) -> None:
+        self.fixed[reason] += 1
+        self._note(reason, place)
+
+    def _note(self, reason: str, place: str) -> None:
+        shown = self.places.setdefault(reason, [])
+        if len(shown) < SHOWN_PLACES and place not in shown:
+            shown.append(place)
+
+    @property
+    def total_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+    def summary(self) -> str:
+        """Gives one line: kept count, then each skip and fix reason with its count and first places."""
+        parts = [f"{self.source}: {self.kept:,} kept"]
+        for verb, counts in (("skipped", self.skipped), ("fixed", self.fixed)):
+            for reason, n in counts.most_common():
+                parts.append(f"{verb} {n:,} ({reason}: {', '.join(self.places.get(reason, []))}"
+                             f"{', ...' if n > SHOWN_PLACES else ''})")
+        return "; ".join(parts)
+
+
+@dataclass
+class Dataset:
+    """Examples read from one file (or built from user text), with what was skipped or fixed on the way.
+
+    `scheme` is the tag scheme of an NER file as read ("IOB1", "BIO" or "BIOES"); `impossible` counts
+    SQuAD v2 questions without an answer.
+    """
+
+    examples: list[Any]
+    report: ReadReport
+    scheme: str | None = None
+    impossible: int = 0
+
+    @property
+    def source(self) -> str:
+        return self.report.source
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.examples)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.examples[i]
+
+
+@dataclass
+class Features:
+    """Model-input rows (lists of ints) and what decoding needs to map their outputs back to examples.
+
+    `rows[i]` is one sequence for the model; `example_index[i]` is the example it came from (QA and
+    long NER sentences give several rows per example). `labels` are the class names, in id order.
+    """
+
+    rows: list[dict[str, Any]]
+    data: Dataset
+    example_index: np.ndarray  # (rows,) int
+    labels: list[str]
+    pad_token_id: int = 0
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.rows[i]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((len(r["input_ids"]) for r in self.rows), dtype=np.int64, count=len(self.rows))
+
+    def collate(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """Gives the batch for the model: `pad_rows` with this tokenizer's [PAD] id."""
+        return pad_rows(rows, self.pad_token_id)
+
+
+@runtime_checkable
+class Task(Protocol):
+    """One task family, driven by the training loop without knowing which.
+
+    Every score is in percent (0-100), as the paper and the official QA scripts report them.
+    """
+
+    name: str  # "classify" | "pair" | "qa" | "ner"
+    model_class: type  # the bertkit model to fine-tune
+    main_metric: str  # the key of `score` that picks the best checkpoint
+    problem_type: str | None  # for BertConfig.with_labels: "regression" or None
+
+    def read(self, path: str | Path, **fmt: Any) -> Dataset: ...
+    def labels(self, train: Dataset) -> list[str]: ...
+    def featurize(self, data: Dataset, tok: Any, label2id: dict[str, int] | None, **opts: Any) -> Features: ...
+    def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, torch.Tensor]: ...
+    def decode(self, features: Features, outputs: Any, **opts: Any) -> list[Any]: ...
+    def score(self, data: Dataset, predictions: Sequence[Any]) -> dict[str, float]: ...
+    def prediction_json(self, prediction: Any) -> dict[str, Any]: ...
+    def inputs_from_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, **opts: Any) -> Dataset: ...
+
+
+# ---------------------------------------------------------------------------------------------------
+# Padding
+
+
+_PAD_VALUES = {"input_ids": None, "token_type_ids": 0, "labels": IGNORE}  # None: the tokenizer's [PAD] id
+
+
+def pad_rows(rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
+    """Gives int64 tensors padded to the longest row, plus attention_mask; scalars stack as they are.
+
+    A row's list fields (input_ids, token_type_ids, per-token labels) share one length; scalar fields
+    (a class label, start/end positions) become a (B,) tensor, float when the values are floats.
+    """
+    lengths = [len(r["input_ids"]) for r in rows]
+    B, T = len(rows), max(lengths)
+    batch: dict[str, torch.Tensor] = {}
+    mask = np.zeros((B, T), dtype=np.int64)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+    for key in rows[0]:
+        values = [r[key] for r in rows]
+        if isinstance(values[0], list):
+            pad = _PAD_VALUES.get(key, 0)
+            out = np.full((B, T), pad_token_id if pad is None else pad, dtype=np.int64)
+            for i, v in enumerate(values):
+                out[i, : len(v)] = v
+            batch[key] = torch.from_numpy(out)
+        elif isinstance(values[0], float):
+            batch[key] = torch.tensor(values, dtype=torch.float32)
+        else:
+            batch[key] = torch.tensor(values, dtype=torch.int64)
+    batch["attention_mask"] = torch.from_numpy(mask)
+    return batch
+
+
+# ---------------------------------------------------------------------------------------------------
+# Model outputs -> numpy
+
+
+def _as_numpy(x: Any) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=np.float32)
+
+
+def output_batches(outputs: Any, names: Sequence[str]) -> list[tuple[np.ndarray, ...]]:
+    """Gives, for each batch, the named logits as float32 arrays.
+
+    `outputs` is one batch or a list of batches, in feature order. A batch is a model output
+    (attributes `names`), a dict, a tuple of arrays in `names` order, or a bare array/tensor when
+    one name is asked for.
+    """
+    batches = outputs if isinstance(outputs, list) else [outputs]
+    got = []
+    for b in batches:
+        if isinstance(b, dict):
+            arrays = tuple(b[n] for n in names)
+        elif isinstance(b, tuple):
+            arrays = b
+        elif isinstance(b, (np.ndarray, torch.Tensor)):
+            arrays = (b,)
+        else:
+            arrays = tuple(getattr(b, n) for n in names)
+        if len(arrays) != len(names):
+            raise ValueError(f"expected outputs {list(names)}, got {len(arrays)} arrays in a batch")
+        got.append(tuple(_as_numpy(a) for a in arrays))
+    return got
+
+
+def output_rows(outputs: Any, names: Sequence[str], lengths: np.ndarray) -> list[tuple[np.ndarray, ...]]:
+    """Gives, for each feature row, its named per-token logits cut to the row's length (padding dropped)."""
+    rows: list[tuple[np.ndarray, ...]] = []
+    for arrays in output_batches(outputs, names):
+        for i in range(arrays[0].shape[0]):
+            n = lengths[len(rows)] if len(rows) < len(lengths) else 0
+            rows.append(tuple(a[i, :n] for a in arrays))
+    if len(rows) != len(lengths):
+        raise ValueError(f"outputs hold {len(rows)} rows but the features have {len(lengths)}")
+    return rows
+
+
+def natural_sorted(values: set[str] | list[str]) -> list[str]:
+    """Gives labels sorted as numbers when they all are integers ("2" before "10"), else as strings."""
+    values = sorted(set(values))
+    try:
+        return sorted(values, key=int)
+    except ValueError:
+        return values

@@ -1,0 +1,434 @@
+"""One explicit training loop for pre-training and fine-tuning.
+
+It knows nothing about tasks: it gets a model, an objective (what to sum and over what to average),
+the batches of every step, an optimizer and a schedule. It owns precision, gradient accumulation,
+clipping, DistributedDataParallel, logging, held-out evaluation, checkpoints and exact resumption.
+
+Losses are averaged over the whole global batch (all micro-batches on all processes) rather than per
+micro-batch, so a step's update does not depend on how the batch was split: a run under torchrun
+with N processes equals a single-process run with the same global batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from . import distributed
+from .errors import BertkitError
+from .fileio import atomic_write, atomic_write_text
+
+log = logging.getLogger("bertkit")
+
+Batch = dict[str, torch.Tensor]
+
+
+class Objective(Protocol):
+    """What a step optimizes: sums over the batch, and the counts they are averaged over.
+
+    `loss_terms` name the sums whose averages add up to the loss; `per` gives, for every sum, the
+    name of the count it is averaged over (e.g. {"mlm_loss": "mlm", "mlm_correct": "mlm"}).
+    """
+
+    loss_terms: tuple[str, ...]
+    per: dict[str, str]
+
+    def counts(self, batch: Batch) -> dict[str, torch.Tensor]: ...
+
+    def __call__(self, model: nn.Module, batch: Batch) -> dict[str, torch.Tensor]: ...
+
+
+class StepBatches(Protocol):
+    """The micro-batches of this process for each optimizer step, a pure function of the step."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, step: int) -> list[Batch]: ...
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    steps: int
+    max_grad_norm: float = 1.0
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16: CUDA only, with loss scaling)
+    log_every: int = 10
+    eval_every: int = 0  # 0: only at the end
+    checkpoint_every: int = 0  # 0: only at the end
+    keep_checkpoints: int = 2
+    num_workers: int = 1  # data-loading processes; 0 loads in the training process
+    seed: int = 0
+    progress: bool = True
+
+
+@dataclass
+class LoopState:
+    step: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+# ---- the loop -----------------------------------------------------------------------------------
+
+def train(
+    model: nn.Module,
+    objective: Objective,
+    batches: StepBatches,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    cfg: LoopConfig,
+    run_dir: Path,
+    ctx: distributed.Context,
+    evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+    resume: bool = False,
+    run_config: dict[str, Any] | None = None,
+) -> LoopState:
+    """Runs optimizer steps until `cfg.steps`; gives the final state. Ctrl-C or SIGTERM saves and stops."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = run_dir / "checkpoints"
+    state = LoopState()
+    scaler = torch.amp.GradScaler(ctx.device.type, enabled=cfg.precision == "fp16")
+    if cfg.precision == "fp16" and ctx.device.type != "cuda":
+        raise BertkitError("precision fp16 needs a CUDA device; use bf16 on CPU")
+    if resume:
+        path = latest_checkpoint(ckpt_dir)
+        if path is None:
+            log.warning("%s: no checkpoint to resume from; starting at step 0", ckpt_dir)
+        else:
+            load_checkpoint(path, model, optimizer, scheduler, scaler, state, ctx)
+            log.warning("resumed from %s at step %d", path, state.step)
+    metrics_log = MetricsLog(run_dir, enabled=ctx.is_main, truncate_after=state.step)
+
+    wrapped: nn.Module = model
+    if ctx.world_size > 1:
+        wrapped = DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+    stopper = _Stopper()
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
+    if cfg.precision not in ("fp32", "bf16", "fp16"):
+        raise BertkitError(f"precision must be fp32, bf16 or fp16, got {cfg.precision!r}")
+
+    bar = tqdm(total=cfg.steps, initial=state.step, disable=not (cfg.progress and ctx.is_main), unit="step",
+               dynamic_ncols=True)
+    interval = _Interval()
+    model.train()
+    try:
+        for step, micro_batches, tokens in _prefetch(batches, state.step, cfg.steps, cfg.num_workers, ctx.device):
+            interval.tokens += tokens
+            counts = _global_counts(objective, micro_batches)
+            for i, batch in enumerate(micro_batches):
+                last = i == len(micro_batches) - 1
+                sync = contextlib.nullcontext() if last or ctx.world_size == 1 else wrapped.no_sync()  # type: ignore[operator]
+                with sync, torch.autocast(ctx.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                    sums = objective(wrapped, batch)
+                    # DDP averages gradients over processes: multiply back so the result is the global mean.
+                    loss = sum(sums[t] / counts[objective.per[t]] for t in objective.loss_terms) * ctx.world_size
+                scaler.scale(loss).backward()
+                interval.add(sums, objective.counts(batch))
+            scaler.unscale_(optimizer)
+            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
+            scaler.step(optimizer)
+            scaler.update()
+            lr = scheduler.get_last_lr()[0]
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            state.step = step + 1
+            bar.update(1)
+
+            done = state.step == cfg.steps
+            if state.step % cfg.log_every == 0 or done:
+                row = {"step": state.step, "lr": lr, "grad_norm": float(grad_norm), **interval.flush(objective, ctx)}
+                metrics_log.write(row)
+                state.history.append(row)
+                bar.set_postfix({k: _short(v) for k, v in row.items() if k in ("loss", "mlm_acc", "accuracy", "tokens_per_s")})
+            if evaluate is not None and ctx.is_main and ((cfg.eval_every and state.step % cfg.eval_every == 0) or done):
+                model.eval()
+                with torch.inference_mode(), torch.autocast(ctx.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                    result = evaluate(model)
+                model.train()
+                row = {"step": state.step, **{f"eval_{k}": v for k, v in result.items()}}
+                metrics_log.write(row)
+                state.history.append(row)
+            # Under torchrun the processes agree to stop through a collective: only at log steps.
+            stop = stopper.requested(ctx) if ctx.world_size == 1 or state.step % cfg.log_every == 0 or done else False
+            if done or stop or (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0):
+                save_checkpoint(ckpt_dir, model, optimizer, scheduler, scaler, state, ctx, cfg.keep_checkpoints, run_config)
+            if stop:
+                bar.close()
+                raise KeyboardInterrupt(f"stopped at step {state.step}; resume with --resume")
+    finally:
+        bar.close()
+        stopper.restore()
+        metrics_log.close()
+    return state
+
+
+def _global_counts(objective: Objective, micro_batches: list[Batch]) -> dict[str, torch.Tensor]:
+    """The denominators of this step's averages, summed over micro-batches and processes."""
+    total: dict[str, torch.Tensor] = {}
+    for batch in micro_batches:
+        for k, v in objective.counts(batch).items():
+            total[k] = total.get(k, 0) + v
+    names = sorted(total)
+    stacked = distributed.all_reduce_sum(torch.stack([total[k].float() for k in names]))
+    return {k: stacked[i].clamp(min=1) for i, k in enumerate(names)}
+
+
+class _Interval:
+    """Sums of the objective's outputs since the last log line, kept on the device (no host sync per step)."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, torch.Tensor] = {}
+        self.counts: dict[str, torch.Tensor] = {}
+        self.tokens = 0
+        self.start = time.perf_counter()
+
+    def add(self, sums: dict[str, torch.Tensor], counts: dict[str, torch.Tensor]) -> None:
+        for k, v in sums.items():
+            self.sums[k] = self.sums.get(k, 0) + v.detach().float()
+        for k, v in counts.items():
+            self.counts[k] = self.counts.get(k, 0) + v
+
+    def flush(self, objective: Objective, ctx: distributed.Context) -> dict[str, float]:
+        names, cnames = sorted(self.sums), sorted(self.counts)
+        if not names:
+            return {}
+        flat = torch.stack([self.sums[k] for k in names] + [torch.as_tensor(self.counts[k], dtype=torch.float32, device=self.sums[names[0]].device) for k in cnames])
+        flat = distributed.all_reduce_sum(flat).tolist()
+        sums, counts = dict(zip(names, flat[: len(names)], strict=True)), dict(zip(cnames, flat[len(names):], strict=True))
+        out = {k: sums[k] / max(counts[objective.per[k]], 1.0) for k in names}
+        out["loss"] = sum(out[t] for t in objective.loss_terms)
+        elapsed = time.perf_counter() - self.start
+        out["tokens_per_s"] = self.tokens * ctx.world_size / max(elapsed, 1e-9)
+        self.__init__()  # type: ignore[misc]
+        return out
+
+
+def _short(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+# ---- data loading ---------------------------------------------------------------------------------
+
+class _StepDataset(torch.utils.data.Dataset):
+    def __init__(self, batches: StepBatches, start: int, stop: int):
+        self.batches, self.start, self.stop = batches, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, i: int) -> tuple[int, list[Batch]]:
+        step = self.start + i
+        return step, self.batches[step]
+
+
+def _prefetch(batches: StepBatches, start: int, stop: int, workers: int, device: torch.device) -> Iterator[tuple[int, list[Batch], int]]:
+    """Yields (step, micro-batches on the device, real tokens in them) from `start`, loading ahead in
+    worker processes; tokens are counted on the host, before the copy."""
+    loader = torch.utils.data.DataLoader(
+        _StepDataset(batches, start, stop), batch_size=None, shuffle=False, num_workers=workers,
+        prefetch_factor=4 if workers else None, persistent_workers=False, pin_memory=device.type == "cuda",
+        collate_fn=lambda x: x,
+    )
+    for step, micro in loader:
+        tokens = sum(int(b["attention_mask"].sum()) for b in micro if "attention_mask" in b)
+        yield step, [{k: v.to(device, non_blocking=True) for k, v in b.items()} for b in micro], tokens
+
+
+# ---- stopping on Ctrl-C / SIGTERM ---------------------------------------------------------------
+
+class _Stopper:
+    """Turns the first SIGINT/SIGTERM into a request to save and stop after the current step."""
+
+    def __init__(self) -> None:
+        self.flag = False
+        self.previous: dict[int, Any] = {}
+        with contextlib.suppress(ValueError):  # signals can only be caught in the main thread
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.flag:  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.flag = True
+        log.warning("stopping after this step and saving a checkpoint (again to abort)")
+
+    def requested(self, ctx: distributed.Context) -> bool:
+        if ctx.world_size == 1:
+            return self.flag
+        flag = torch.tensor([float(self.flag)], device=ctx.device)  # any process asked: all stop together
+        return bool(distributed.all_reduce_sum(flag).item() > 0)
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+# ---- checkpoints ----------------------------------------------------------------------------------
+
+_CKPT = re.compile(r"^step-(\d+)\.pt$")
+
+
+def latest_checkpoint(ckpt_dir: Path) -> Path | None:
+    if not ckpt_dir.is_dir():
+        return None
+    found = sorted((int(m.group(1)), p) for p in ckpt_dir.iterdir() if (m := _CKPT.match(p.name)))
+    return found[-1][1] if found else None
+
+
+def _rng_state() -> dict[str, Any]:
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
+
+
+def _set_rng_state(s: dict[str, Any]) -> None:
+    random.setstate(s["python"])
+    np.random.set_state(s["numpy"])
+    torch.set_rng_state(s["torch"])
+    if s.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(s["cuda"])
+
+
+def save_checkpoint(
+    ckpt_dir: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    scaler: torch.amp.GradScaler,
+    state: LoopState,
+    ctx: distributed.Context,
+    keep: int,
+    run_config: dict[str, Any] | None,
+) -> None:
+    """Writes checkpoints/step-N.pt atomically (rank 0), with every process's RNG state; keeps the last `keep`."""
+    rng = [_rng_state()]
+    if ctx.world_size > 1:
+        rng = [None] * ctx.world_size
+        dist.all_gather_object(rng, _rng_state())
+    if ctx.is_main:
+        payload = {
+            "step": state.step,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "scaler": scaler.state_dict(),
+            "rng": rng,
+            "world_size": ctx.world_size,
+            "history": state.history,
+            "config": run_config,
+        }
+        path = ckpt_dir / f"step-{state.step:08d}.pt"
+        atomic_write(path, lambda tmp: torch.save(payload, tmp))
+        old = sorted(p for p in ckpt_dir.iterdir() if _CKPT.match(p.name))
+        for p in old[: max(0, len(old) - max(keep, 1))]:
+            p.unlink(missing_ok=True)
+    distributed.barrier()
+
+
+def load_checkpoint(
+    path: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    scaler: torch.amp.GradScaler,
+    state: LoopState,
+    ctx: distributed.Context,
+) -> None:
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # a truncated file from a full disk would only be a .tmp; this is a foreign file
+        raise BertkitError(f"{path}: cannot read the checkpoint ({str(e).splitlines()[0]})") from None
+    model.load_state_dict(payload["model"])
+    optimizer.load_state_dict(payload["optimizer"])
+    scheduler.load_state_dict(payload["scheduler"])
+    scaler.load_state_dict(payload["scaler"])
+    state.step = payload["step"]
+    state.history = payload.get("history", [])
+    rng = payload["rng"]
+    if len(rng) == ctx.world_size:
+        _set_rng_state(rng[ctx.rank])
+    else:
+        log.warning("checkpoint from %d processes resumed on %d: dropout randomness will differ", len(rng), ctx.world_size)
+        _set_rng_state(rng[0])
+
+
+# ---- logs -----------------------------------------------------------------------------------------
+
+class MetricsLog:
+    """The run's metrics as JSON lines (RUN/log.jsonl) and TensorBoard events (RUN/tb), rank 0 only."""
+
+    def __init__(self, run_dir: Path, enabled: bool, truncate_after: int):
+        self.enabled = enabled
+        self.path = run_dir / "log.jsonl"
+        self.tb = None
+        if not enabled:
+            return
+        rows = [r for r in read_log(self.path) if r["step"] <= truncate_after]  # a resumed run rewrites what follows
+        atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in rows))
+        self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=truncate_after + 1 if truncate_after else None)
+        except ImportError:
+            log.info("tensorboard is not installed: metrics go to %s only", self.path)
+
+    def write(self, row: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        self.file.write(json.dumps(row) + "\n")
+        self.file.flush()
+        if self.tb is not None:
+            for k, v in row.items():
+                if k != "step" and isinstance(v, (int, float)):
+                    self.tb.add_scalar(k, v, row["step"])
+
+    def close(self) -> None:
+        if self.enabled:
+            self.file.close()
+            if self.tb is not None:
+                self.tb.close()
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """Gives the rows of a log.jsonl; a line cut short by a killed process is skipped."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            row = json.loads(line)
+            if isinstance(row, dict) and "step" in row:
+                rows.append(row)
+    return rows
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def chunks(seq: Sequence[Any], n: int) -> list[Sequence[Any]]:
+    return [seq[i : i + n] for i in range(0, len(seq), n)]

@@ -1,0 +1,116 @@
+"""Classification and regression: featurize, collate, a tiny model, decode, score, predict."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit import BertConfig
+from bertkit.errors import BertkitError
+from bertkit.tasks import ClassifyTask, get_task, split
+from bertkit.tokenizer import Tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok(shared_data: Path) -> Tokenizer:
+    return Tokenizer.from_pretrained(shared_data / "models" / "all-MiniLM-L6-v2")
+
+
+def test_end_to_end_with_a_tiny_model(shared_data: Path, tok: Tokenizer):
+    task = get_task("pair")
+    train, dev = task.read(shared_data / "rte" / "train.tsv"), task.read(shared_data / "rte" / "dev.tsv")
+    labels = task.labels(train)
+    assert labels == ["0", "1"]
+    label2id = {label: i for i, label in enumerate(labels)}
+    torch.manual_seed(0)
+    model = task.model_class(BertConfig.preset("tiny", vocab_size=tok.vocab_size).with_labels(labels, task.problem_type))
+    model.eval()
+    assert len(dev) == 277
+    dev = split(dev, (0.25,), seed=0)[0]  # 69 examples keep the model's CPU time small
+    features = task.featurize(dev, tok, label2id)
+    assert len(features) == len(dev)
+    outputs = []
+    with torch.no_grad():
+        for i in range(0, len(features), 32):
+            batch = task.collate(features.rows[i : i + 32], tok.pad_token_id)
+            assert set(batch) <= set(inspect.signature(model.forward).parameters)
+            assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
+            outputs.append(model(**batch))
+    assert outputs[0].loss is not None
+    predictions = task.decode(features, outputs)
+    assert len(predictions) == len(dev) and all(p.label in labels for p in predictions)
+    scores = task.score(dev, predictions)
+    assert set(scores) == {"accuracy", "f1", "mcc"} and task.main_metric in scores
+    out = task.prediction_json(predictions[0])
+    assert set(out) == {"text", "pair", "label", "probabilities"}
+    assert sum(out["probabilities"].values()) == pytest.approx(1, abs=1e-5)
+
+
+def test_rows_are_cls_text_sep_pair_sep_truncated_longest_first(shared_data: Path, tok: Tokenizer):
+    task = ClassifyTask(name="pair")
+    dev = task.read(shared_data / "rte" / "dev.tsv")
+    features = task.featurize(dev, tok, {"0": 0, "1": 1}, max_seq_length=32)
+    for row in features.rows:
+        ids, types = row["input_ids"], row["token_type_ids"]
+        assert len(ids) <= 32 and ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+        first_len = types.index(1) if 1 in types else len(types)
+        assert ids[first_len - 1] == tok.sep_token_id  # [SEP] closes the first text
+        assert types == [0] * first_len + [1] * (len(ids) - first_len)
+    words = " ".join(["word"] * 40)
+    pair = task.featurize(task.inputs_from_texts([words], [words + " more"]), tok, {"0": 0}, max_seq_length=32).rows[0]
+    assert len(pair["input_ids"]) == 32 and sum(pair["token_type_ids"]) in (14, 15)  # longest first: 15 + 14
+    single = ClassifyTask().featurize(ClassifyTask().read(shared_data / "sst2" / "dev.tsv"), tok, {"0": 0, "1": 1})
+    assert max(len(r["input_ids"]) for r in single.rows) <= 128
+    assert all(sum(r["token_type_ids"]) == 0 for r in single.rows)
+
+
+def test_collate_pads_dynamically(tok: Tokenizer):
+    task = ClassifyTask()
+    data = task.inputs_from_texts(["short", "a rather longer sentence than the first one"])
+    batch = task.collate(task.featurize(data, tok, {"0": 0, "1": 1}).rows, tok.pad_token_id)
+    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask"}  # unlabelled: no labels key
+    T = batch["input_ids"].shape[1]
+    assert int(batch["attention_mask"].sum(1).max()) == T
+    assert batch["input_ids"][0, 3:].eq(tok.pad_token_id).all() and batch["attention_mask"][0].tolist()[:4] == [1, 1, 1, 0]
+
+
+def test_perfect_logits_score_100_and_labels_beyond_two(shared_data: Path, tok: Tokenizer):
+    task = get_task("pair")
+    dev = task.read(shared_data / "ocnli" / "dev.json")
+    labels = task.labels(dev)
+    assert labels == ["contradiction", "entailment", "neutral"]
+    features = task.featurize(dev, tok, {label: i for i, label in enumerate(labels)})
+    gold = np.array([r["labels"] for r in features.rows])
+    logits = np.eye(3, dtype=np.float32)[gold] * 5
+    predictions = task.decode(features, [logits[:1000], logits[1000:]])  # batches in feature order
+    assert task.score(dev, predictions) == {"accuracy": 100.0, "mcc": 100.0, "f1": 100.0}
+
+
+def test_dev_label_never_seen_in_training(tmp_path: Path, tok: Tokenizer):
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence\tlabel\ngood\t1\nmeh\tneutral\n")
+    task = ClassifyTask()
+    with pytest.raises(BertkitError, match=r"dev\.tsv line 3: label 'neutral' is not one of \['0', '1'\]"):
+        task.featurize(task.read(dev), tok, {"0": 0, "1": 1})
+
+
+def test_regression_labels_and_scores(tmp_path: Path, tok: Tokenizer):
+    path = tmp_path / "sts.tsv"
+    path.write_text("sentence1\tsentence2\tscore\na man\ta person\t4.5\na cat\ta car\t0.5\na dog\ta puppy\t3.8\n")
+    task = ClassifyTask(name="pair", regression=True)
+    data = task.read(path)
+    assert task.labels(data) == ["score"] and task.problem_type == "regression" and task.main_metric == "pearson"
+    features = task.featurize(data, tok, None)
+    batch = task.collate(features.rows)
+    assert batch["labels"].dtype == torch.float32
+    predictions = task.decode(features, torch.tensor([[4.0], [1.0], [3.0]]))
+    scores = task.score(data, predictions)
+    assert scores["pearson"] > 95 and scores["spearman"] == pytest.approx(100)
+    assert task.prediction_json(predictions[0])["score"] == pytest.approx(4.0)
+    path.write_text("sentence1\tsentence2\tscore\na\tb\thigh\n")
+    with pytest.raises(BertkitError, match=r"sts\.tsv line 2: label 'high' is not a number"):
+        task.featurize(task.read(path), tok, None)
