@@ -108,11 +108,19 @@ def to_hf(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
-    """Gives the tensors of `model.safetensors` (also sharded) or `pytorch_model.bin` in `directory`."""
+def check_model_folder(directory: str | Path) -> Path:
+    """Gives `directory` as a Path if it is a folder; else a BertkitError saying what it is instead."""
     directory = Path(directory)
+    if directory.is_file():
+        raise BertkitError(f"{directory}: is a file, not a model folder")
     if not directory.is_dir():
         raise BertkitError(f"{directory}: no such model folder")
+    return directory
+
+
+def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
+    """Gives the tensors of `model.safetensors` (also sharded) or `pytorch_model.bin` in `directory`."""
+    directory = check_model_folder(directory)
     single, index, legacy = directory / WEIGHTS_NAME, directory / f"{WEIGHTS_NAME}.index.json", directory / "pytorch_model.bin"
     try:
         if single.is_file():
@@ -171,9 +179,7 @@ class Pretrained(nn.Module):
 
         `config_overrides` change config fields, e.g. `id2label` for a new classification head or dropout rates.
         """
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise BertkitError(f"{directory}: no such model folder")
+        directory = check_model_folder(directory)
         config = BertConfig.load(directory)
         if config_overrides:
             config = config.replace(**config_overrides)
@@ -246,9 +252,7 @@ class Pretrained(nn.Module):
 
 def architecture_of(directory: str | Path) -> str | None:
     """Gives the model class named in a folder's config.json ("BertForPreTraining", ...), if any."""
-    path = Path(directory) / "config.json"
-    if not Path(directory).is_dir():
-        raise BertkitError(f"{directory}: no such model folder")
+    path = check_model_folder(directory) / "config.json"
     if not path.is_file():
         raise BertkitError(f"{directory}: no config.json (is this a model folder?)")
     try:

@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from .errors import BertkitError
 
@@ -189,8 +190,15 @@ def cmd_plot(args: argparse.Namespace) -> None:
     print(plot_run(args.run, args.out))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as one line (exit code 2) instead of the usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertkit", description="BERT pre-training, fine-tuning and checkpoints.")
+    parser = _Parser(prog="bertkit", description="BERT pre-training, fine-tuning and checkpoints.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .checkpoint import architecture_of
+from .checkpoint import architecture_of, check_model_folder
 from .errors import BertkitError
 from .finetune import TASK_FILE, evaluate_task, infer
 from .tasks import get_task
@@ -58,9 +58,7 @@ class Pipeline:
 
 
 def read_task_file(model_dir: Path) -> dict[str, Any]:
-    path = model_dir / TASK_FILE
-    if not model_dir.is_dir():
-        raise BertkitError(f"{model_dir}: no such model folder")
+    path = check_model_folder(model_dir) / TASK_FILE
     if not path.is_file():
         kind = architecture_of(model_dir)
         raise BertkitError(f"{model_dir}: no {TASK_FILE}: this {kind or 'model'} was not fine-tuned by `bertkit finetune`")
