@@ -127,3 +127,22 @@ def test_wrong_model_kind_and_missing_files(tmp_path: Path, tiny_model: Path, ca
                  "--dev", str(tmp_path / "nope.tsv"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "nope.tsv" in err
+
+
+def test_ner_with_crf_saves_loads_and_decodes(tmp_path: Path, shared_data: Path, tiny_model: Path) -> None:
+    conll = (shared_data / "conll2003/eng.train").read_text(encoding="utf-8").split("\n\n")
+    (tmp_path / "ner.txt").write_text("\n\n".join(conll[:40]) + "\n", encoding="utf-8")
+    cfg = FinetuneSettings(task="ner", model=tiny_model, train=tmp_path / "ner.txt", dev=tmp_path / "ner.txt",
+                           out=tmp_path / "ner", epochs=1, batch_size=16, lr=1e-3, crf=True, progress=False)
+    finetune(cfg)
+    model_dir = tmp_path / "ner" / "model"
+    model = bertkit.BertForTokenClassification.from_pretrained(model_dir)
+    assert model.crf is not None and model.load_report.newly_initialized == []
+    # transformers loads the tagger too (the CRF weights are extra there, the emissions the same)
+    hf = transformers.BertForTokenClassification.from_pretrained(model_dir).eval()
+    batch = Tokenizer.from_pretrained(model_dir)(["EU rejects German call"], return_tensors="pt")
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(**batch).logits, hf(**batch).logits, atol=1e-5, rtol=0)
+    pred = pipeline(model_dir)(["EU rejects German call to boycott British lamb ."])[0]
+    assert len(pred["tags"]) == 9
+    assert all(not t.startswith("I-") or prev[2:] == t[2:] for prev, t in zip(["O", *pred["tags"]], pred["tags"], strict=False)), pred["tags"]

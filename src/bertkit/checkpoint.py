@@ -187,7 +187,10 @@ class Pretrained(nn.Module):
         state = read_weights(directory)
         with torch.device("meta"):  # no memory and no random init for weights about to be overwritten
             model = cls(config)
-        model.to_empty(device="cpu")
+        if {name for name, _ in model.named_buffers()} - set(model.state_dict()):
+            model = cls(config)  # buffers computed at construction (a CRF's allowed transitions): build for real
+        else:
+            model.to_empty(device="cpu")
         model.load_report = model.load_hf_state(state, source=str(directory))
         return model
 

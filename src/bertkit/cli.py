@@ -145,7 +145,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
         task=args.task, model=args.model, train=args.train, dev=args.dev, test=args.test, out=args.out,
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_seq_length=args.max_seq_length, seed=args.seed,
         warmup=args.warmup, precision=args.precision, device=args.device, read_options=_read_options(args),
-        task_options=task_options, grid=_grid(args.grid) if args.grid is not None else None,
+        task_options=task_options, grid=_grid(args.grid) if args.grid is not None else None, crf=args.crf,
     )
     summary = finetune(cfg, resume=args.resume)
     best = summary["best"]
@@ -281,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--regression", action="store_true", help="classify/pair: predict a score (labels are numbers)")
     p.add_argument("--scheme", choices=["BIO", "BIOES"], help="ner: tagging scheme to learn (default: the file's)")
     p.add_argument("--doc-stride", type=int, help="qa: tokens between passage windows (default 128)")
+    p.add_argument("--crf", action="store_true", help="ner: a CRF layer over the tags (Viterbi decoding)")
     p.set_defaults(func=cmd_finetune)
 
     p = sub.add_parser("evaluate", help="scores of a fine-tuned model on a labelled file (JSON)",

@@ -62,6 +62,7 @@ class BertConfig:
     classifier_dropout: float | None = None
     id2label: dict[int, str] = field(default_factory=lambda: {0: "LABEL_0", 1: "LABEL_1"})
     problem_type: str | None = None
+    crf: bool = False  # token classification: a CRF over the word tags (bertkit only; transformers ignores it)
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -128,6 +129,8 @@ class BertConfig:
             del d["classifier_dropout"]
         if d["problem_type"] is None:
             del d["problem_type"]
+        if not d["crf"]:
+            del d["crf"]
         d.update(model_type="bert", position_embedding_type="absolute", tie_word_embeddings=True)
         if architecture:
             d["architectures"] = [architecture]

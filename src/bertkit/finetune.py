@@ -61,6 +61,7 @@ class FinetuneSettings:
     read_options: dict[str, Any] = field(default_factory=dict)  # reader format / column mapping
     task_options: dict[str, Any] = field(default_factory=dict)  # e.g. regression, doc_stride, scheme
     grid: dict[str, tuple[Any, ...]] | None = None  # None: one run with the settings above
+    crf: bool = False  # ner: a CRF layer over the tags
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -71,6 +72,7 @@ class FinetuneSettings:
         check(self.precision in ("fp32", "bf16", "fp16"), f"precision must be fp32, bf16 or fp16, got {self.precision!r}")
         check(self.max_seq_length is None or 8 <= self.max_seq_length <= 512,
               f"max sequence length must be in [8, 512], got {self.max_seq_length}")
+        check(not self.crf or self.task == "ner", "a CRF layer is for the ner task only")
 
 
 # ---- batches and objective -------------------------------------------------------------------------
@@ -171,11 +173,17 @@ def infer(model: Pretrained, task: Task, features: Features, batch_size: int = 6
     return result
 
 
+def decode_options(model: Pretrained) -> dict[str, Any]:
+    """A tagger with a CRF decodes the best whole tag sequence (Viterbi) rather than each tag alone."""
+    crf = getattr(model, "crf", None)
+    return {"crf": crf} if crf is not None else {}
+
+
 def evaluate_task(model: Pretrained, task: Task, features: Features, batch_size: int = 64, precision: str = "fp32",
                   progress: bool = False) -> tuple[dict[str, float], list[Any]]:
     """Gives the task's scores on `features` (percent) and the predictions they were computed from."""
     outputs = infer(model, task, features, batch_size, precision=precision, progress=progress)
-    predictions = task.decode(features, outputs)
+    predictions = task.decode(features, outputs, **decode_options(model))
     return task.score(features.data, predictions), predictions
 
 
@@ -260,7 +268,8 @@ def _one_run(cfg: FinetuneSettings, task: Task, labels: list[str], train_feature
     if run_dir.exists() and not resume:
         shutil.rmtree(run_dir)
     set_seed(cfg.seed)
-    model = task.model_class.from_pretrained(cfg.model, id2label=dict(enumerate(labels)), problem_type=task.problem_type)
+    model = task.model_class.from_pretrained(cfg.model, id2label=dict(enumerate(labels)), problem_type=task.problem_type,
+                                             **({"crf": True} if cfg.crf else {}))
     model.to(ctx.device)
     batches = EpochBatches(train_features, lambda rows: task.collate(rows, train_features.pad_token_id), cfg.batch_size, cfg.seed)
     steps = batches.per_epoch * cfg.epochs
@@ -270,7 +279,7 @@ def _one_run(cfg: FinetuneSettings, task: Task, labels: list[str], train_feature
                       log_every=max(1, min(50, batches.per_epoch // 4)), eval_every=batches.per_epoch,
                       checkpoint_every=batches.per_epoch, keep_checkpoints=1, num_workers=0, seed=cfg.seed,
                       progress=cfg.progress)
-    objective = TaskObjective(per_token=task.name == "ner")
+    objective = TaskObjective(per_token=task.name == "ner" and not cfg.crf)  # a CRF's loss is per sentence
 
     def evaluate(m: nn.Module) -> dict[str, float]:
         scores, _ = evaluate_task(model, task, dev_features, cfg.eval_batch_size, cfg.precision)

@@ -203,16 +203,25 @@ class TokenClassifierOutput:
 
 
 class BertForTokenClassification(Pretrained):
-    """Sequence labelling (NER): a label for every token; -100 marks tokens without one."""
+    """Sequence labelling (NER): a label for every token; -100 marks tokens without one.
+
+    With `config.crf`, a linear-chain CRF over the labelled (first sub-token) positions gives the loss
+    and, at prediction, the best whole tag sequence; `logits` stay the per-token emission scores.
+    """
 
     hf_architecture = "BertForTokenClassification"
-    head_prefixes = ("classifier.",)
+    head_prefixes = ("classifier.", "crf.")
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
         self.bert = BertModel(config, add_pooling_layer=False, init=False)
         self.classifier = Classifier(config)
+        self.crf = None
+        if config.crf:
+            from .tasks.crf import CRF  # the CRF knows tag schemes, which live with the tasks
+
+            self.crf = CRF.for_labels([config.id2label[i] for i in range(config.num_labels)])
         self.init_weights()
 
     def forward(
@@ -223,7 +232,13 @@ class BertForTokenClassification(Pretrained):
         labels: torch.Tensor | None = None,
     ) -> TokenClassifierOutput:
         logits = self.classifier(self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE) if labels is not None else None
+        loss = None
+        if labels is not None and self.crf is not None:
+            from .tasks.crf import pack_words
+
+            loss = -self.crf(*pack_words(logits, labels)).mean()
+        elif labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
         return TokenClassifierOutput(loss, logits)
 
 

@@ -15,7 +15,7 @@ import torch
 
 from .checkpoint import architecture_of, check_model_folder
 from .errors import BertkitError
-from .finetune import TASK_FILE, evaluate_task, infer
+from .finetune import TASK_FILE, decode_options, evaluate_task, infer
 from .tasks import get_task
 from .tokenizer import Tokenizer
 
@@ -47,7 +47,7 @@ class Pipeline:
                                            **self.meta.get("input_options", {}))
         features = self.task.featurize(data, self.tokenizer, self.label2id)
         outputs = infer(self.model, self.task, features, self.batch_size, self.device, self.precision)
-        return [self.task.prediction_json(p) for p in self.task.decode(features, outputs)]
+        return [self.task.prediction_json(p) for p in self.task.decode(features, outputs, **decode_options(self.model))]
 
     def evaluate(self, path: str | Path, **read_options: Any) -> dict[str, Any]:
         """Gives the task's scores on a labelled file (percent), with what the reader skipped."""
