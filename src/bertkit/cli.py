@@ -316,7 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # key=value overrides may stand anywhere among the options, which argparse alone does not allow
+    if hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="bertkit: %(message)s")
     try:
         return args.func(args) or 0
@@ -324,8 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bertkit: error: {e}", file=sys.stderr)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
         print(f"bertkit: error: {e.filename}: {e.strerror}", file=sys.stderr)
-    except KeyboardInterrupt:
-        print("bertkit: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"bertkit: interrupted{f' ({e})' if str(e) else ''}", file=sys.stderr)
         return 130
     return 2
 

@@ -248,6 +248,7 @@ def _prefetch(batches: StepBatches, start: int, stop: int, workers: int, device:
         _StepDataset(batches, start, stop), batch_size=None, shuffle=False, num_workers=workers,
         prefetch_factor=4 if workers else None, persistent_workers=False, pin_memory=device.type == "cuda",
         collate_fn=lambda x: x,
+        generator=torch.Generator(),  # its own seed draw must not consume the global RNG (exact resume)
     )
     for step, micro in loader:
         tokens = sum(int(b["attention_mask"].sum()) for b in micro if "attention_mask" in b)

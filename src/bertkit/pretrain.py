@@ -1,0 +1,348 @@
+"""`bertkit pretrain`: masked-LM + next-sentence pre-training from a prepared data folder.
+
+The settings are typed and strict (a TOML/JSON file, then `section.key=value` overrides); the run
+folder holds the resolved config, checkpoints, log.jsonl, TensorBoard events and, at the end,
+`model/` in Hugging Face's layout (config.json, model.safetensors, vocab.txt, tokenizer_config.json).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import distributed, settings
+from .config import PRESETS, BertConfig
+from .errors import BertkitError
+from .fileio import atomic_write_text
+from .heads import BertForPreTraining
+from .optim import build_optimizer, warmup_steps_for
+from .pretraining import PretrainingData, collate
+from .settings import check
+from .tokenizer import Tokenizer
+from .train import LoopConfig, set_seed, train
+
+log = logging.getLogger("bertkit")
+
+
+# ---- settings ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelSettings:
+    preset: str = "tiny"
+    init_from: Path | None = None  # a model folder to continue from (e.g. phase 2, or domain adaptation)
+    vocab_size: int | None = None  # default: the data's vocabulary
+    hidden_size: int | None = None
+    num_hidden_layers: int | None = None
+    num_attention_heads: int | None = None
+    intermediate_size: int | None = None
+    hidden_act: str | None = None
+    hidden_dropout_prob: float | None = None
+    attention_probs_dropout_prob: float | None = None
+    max_position_embeddings: int | None = None
+    initializer_range: float | None = None
+
+    def __post_init__(self) -> None:
+        check(self.preset in PRESETS, f"model.preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
+
+    def config(self, vocab_size: int) -> BertConfig:
+        fields = {k: v for k, v in self.__dict__.items() if k not in ("preset", "init_from") and v is not None}
+        fields.setdefault("vocab_size", vocab_size)
+        if "hidden_size" in fields and "intermediate_size" not in fields:
+            fields["intermediate_size"] = 4 * fields["hidden_size"]
+        return BertConfig.preset(self.preset, **fields)
+
+
+@dataclass(frozen=True)
+class PhaseSettings:
+    """One pre-training phase: the paper runs 90% of the steps at length 128, then 10% at 512."""
+
+    data: Path
+    steps: int
+    batch_size: int | None = None  # default: train.batch_size
+    lr: float | None = None  # default: optim.lr
+    warmup: float | None = None  # default: optim.warmup
+
+    def __post_init__(self) -> None:
+        check(self.steps > 0, f"phases: steps must be positive, got {self.steps}")
+
+
+@dataclass(frozen=True)
+class OptimSettings:
+    name: str = "adamw"  # adamw | lamb
+    lr: float = 1e-4
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-6
+    weight_decay: float = 0.01
+    warmup: float = 0.01  # < 1: proportion of the steps; >= 1: a number of steps (the paper: 10k of 1M)
+    max_grad_norm: float = 1.0
+
+    def __post_init__(self) -> None:
+        check(self.name in ("adamw", "lamb"), f"optim.name must be adamw or lamb, got {self.name!r}")
+        check(0 < self.lr < 1, f"optim.lr must be in (0, 1), got {self.lr}")
+        check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), f"optim.betas must be two values in [0, 1), got {self.betas}")
+        check(self.weight_decay >= 0, f"optim.weight_decay must be >= 0, got {self.weight_decay}")
+        check(self.warmup >= 0, f"optim.warmup must be >= 0, got {self.warmup}")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    steps: int = 1000
+    batch_size: int = 32  # sequences per optimizer step, over all processes and micro-batches
+    accumulation: int = 1  # micro-batches per step
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (CUDA)
+    seed: int = 12345
+    device: str = "auto"
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        check(self.steps > 0, f"train.steps must be positive, got {self.steps}")
+        check(self.batch_size > 0, f"train.batch_size must be positive, got {self.batch_size}")
+        check(self.accumulation > 0, f"train.accumulation must be positive, got {self.accumulation}")
+        check(self.precision in ("fp32", "bf16", "fp16"), f"train.precision must be fp32, bf16 or fp16, got {self.precision!r}")
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    path: Path | None = None
+    num_workers: int = 1
+    eval_batches: int = 20  # held-out batches per evaluation
+
+    def __post_init__(self) -> None:
+        check(self.num_workers >= 0, f"data.num_workers must be >= 0, got {self.num_workers}")
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    every: int = 500
+    keep: int = 2
+
+    def __post_init__(self) -> None:
+        check(self.every >= 0 and self.keep >= 1, "checkpoint.every must be >= 0 and checkpoint.keep >= 1")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    every: int = 10
+    eval_every: int = 200
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        check(self.every > 0 and self.eval_every >= 0, "log.every must be > 0 and log.eval_every >= 0")
+
+
+@dataclass(frozen=True)
+class PretrainSettings:
+    model: ModelSettings = field(default_factory=ModelSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+    optim: OptimSettings = field(default_factory=OptimSettings)
+    train: TrainSettings = field(default_factory=TrainSettings)
+    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    log: LogSettings = field(default_factory=LogSettings)
+    phases: list[PhaseSettings] = field(default_factory=list)
+
+    def resolved_phases(self) -> list[PhaseSettings]:
+        if self.phases:
+            return self.phases
+        if self.data.path is None:
+            raise BertkitError("no data: give --data DATA_DIR (a folder made by `bertkit prepare`) or [[phases]] in the config")
+        return [PhaseSettings(data=self.data.path, steps=self.train.steps)]
+
+
+# ---- what a step optimizes --------------------------------------------------------------------------
+
+class PretrainingObjective:
+    """MLM loss averaged over predicted tokens plus NSP loss averaged over sequences (Google's loss)."""
+
+    loss_terms = ("mlm_loss", "nsp_loss")
+    per = {"mlm_loss": "mlm", "mlm_acc": "mlm", "nsp_loss": "nsp", "nsp_acc": "nsp"}  # accuracies: sums of hits
+
+    def counts(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {"mlm": (batch["mlm_labels"] != -100).sum(), "nsp": torch.tensor(batch["nsp_labels"].numel(), device=batch["nsp_labels"].device)}
+
+    def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        labels = batch["mlm_labels"]
+        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels, batch["nsp_labels"])
+        targets = labels[labels != -100]  # the order of the sparse logits
+        n_mlm, n_nsp = targets.numel(), batch["nsp_labels"].numel()
+        return {
+            "mlm_loss": out.mlm_loss * n_mlm,
+            "mlm_acc": (out.prediction_logits.argmax(-1) == targets).sum(),
+            "nsp_loss": out.nsp_loss * n_nsp,
+            "nsp_acc": (out.seq_relationship_logits.argmax(-1) == batch["nsp_labels"]).sum(),
+        }
+
+
+# ---- the batches of every step ------------------------------------------------------------------------
+
+class PretrainBatches:
+    """Step -> this process's micro-batches. Each epoch visits the instances in a fresh permutation
+    drawn from (seed, epoch); a step's global batch is the next slice of that stream, split into
+    micro-batches and then among processes. A pure function of the step, so resuming is exact."""
+
+    def __init__(self, phases: list[tuple[int, PretrainingData, int]], accumulation: int, ctx: distributed.Context, seed: int):
+        self.starts = [start for start, _, _ in phases]
+        self.phases = phases
+        self.accumulation, self.ctx, self.seed = accumulation, ctx, seed
+        self._orders: dict[tuple[int, int], np.ndarray] = {}
+
+    def __len__(self) -> int:  # not used for iteration; the loop asks by step
+        return 0
+
+    def _order(self, phase: int, epoch: int) -> np.ndarray:
+        key = (phase, epoch)
+        if key not in self._orders:
+            n = len(self.phases[phase][1])
+            self._orders = {key: np.random.default_rng([self.seed, phase, epoch]).permutation(n)}
+        return self._orders[key]
+
+    def __getitem__(self, step: int) -> list[dict[str, torch.Tensor]]:
+        p = bisect.bisect_right(self.starts, step) - 1
+        start, data, batch_size = self.phases[p]
+        n, local = len(data), step - start
+        positions = np.arange(local * batch_size, (local + 1) * batch_size)  # in the endless stream of epochs
+        micro = batch_size // (self.accumulation * self.ctx.world_size)
+        out = []
+        for m in range(self.accumulation):
+            lo = (m * self.ctx.world_size + self.ctx.rank) * micro
+            examples = []
+            for pos in positions[lo : lo + micro]:
+                epoch, i = divmod(int(pos), n)
+                examples.append(data.example(int(self._order(p, epoch)[i]), epoch, self.seed))
+            out.append(collate(examples))
+        return out
+
+
+def evaluate_pretraining(model: BertForPreTraining, data: PretrainingData, batches: int, batch_size: int,
+                         seed: int, device: torch.device) -> dict[str, float]:
+    """Held-out MLM and NSP loss and accuracy on fixed masks, and the accuracy of always guessing the
+    most frequent masked token (the baseline pre-training must beat)."""
+    objective = PretrainingObjective()
+    sums: dict[str, float] = {}
+    counts = {"mlm": 0, "nsp": 0}
+    target_counts: dict[int, int] = {}
+    n = min(len(data), batches * batch_size)
+    for lo in range(0, n, batch_size):
+        batch = {k: v.to(device) for k, v in collate([data.example(i, 0, seed) for i in range(lo, min(n, lo + batch_size))]).items()}
+        for k, v in objective(model, batch).items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+        for k, v in objective.counts(batch).items():
+            counts[k] += int(v)
+        ids, freq = np.unique(batch["mlm_labels"][batch["mlm_labels"] != -100].cpu().numpy(), return_counts=True)
+        for i, f in zip(ids.tolist(), freq.tolist(), strict=True):
+            target_counts[i] = target_counts.get(i, 0) + f
+    out = {k: v / max(counts[objective.per[k]], 1) for k, v in sums.items()}
+    out["loss"] = out["mlm_loss"] + out["nsp_loss"]
+    out["mlm_baseline_acc"] = max(target_counts.values(), default=0) / max(counts["mlm"], 1)
+    return out
+
+
+# ---- the run ------------------------------------------------------------------------------------------
+
+def pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool = False) -> Path:
+    """Pre-trains as configured; gives the folder of the final model (RUN/model, Hugging Face layout)."""
+    ctx = distributed.setup(cfg.train.device)
+    try:
+        return _pretrain(cfg, run_dir, resume, ctx)
+    finally:
+        distributed.teardown()
+
+
+def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distributed.Context) -> Path:
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.json"
+    if config_path.exists() and not resume:
+        raise BertkitError(f"{run_dir} already holds a run: add --resume to continue it, or choose another --out")
+    phases = cfg.resolved_phases()
+    datasets = [PretrainingData(p.data, "train") for p in phases]
+    tokenizer = Tokenizer.from_pretrained(phases[0].data)
+    set_seed(cfg.train.seed + ctx.rank)
+
+    if cfg.model.init_from is not None:
+        model = BertForPreTraining.from_pretrained(cfg.model.init_from)
+    else:
+        model = BertForPreTraining(cfg.model.config(tokenizer.vocab_size))
+    if model.config.vocab_size < tokenizer.vocab_size:
+        raise BertkitError(f"model vocab_size {model.config.vocab_size} is smaller than the data's vocabulary ({tokenizer.vocab_size})")
+    for data in datasets:
+        data.check_compatible(tokenizer, model.config.max_position_embeddings)
+    model.to(ctx.device)
+
+    schedule: list[tuple[int, PretrainingData, int]] = []
+    lr_plan: list[tuple[int, int, float, int]] = []  # (start, steps, peak lr, warmup steps) per phase
+    start = 0
+    for p, data in zip(phases, datasets, strict=True):
+        batch_size = p.batch_size or cfg.train.batch_size
+        if batch_size % (cfg.train.accumulation * ctx.world_size):
+            raise BertkitError(
+                f"batch size {batch_size} is not divisible by accumulation {cfg.train.accumulation} x "
+                f"{ctx.world_size} processes"
+            )
+        schedule.append((start, data, batch_size))
+        lr_plan.append((start, p.steps, p.lr or cfg.optim.lr, warmup_steps_for(p.steps, p.warmup if p.warmup is not None else cfg.optim.warmup)))
+        start += p.steps
+    total_steps = start
+
+    o = cfg.optim
+    optimizer = build_optimizer(model, o.name, 1.0, tuple(o.betas), o.eps, o.weight_decay)  # the schedule gives the rate
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _phase_lr(lr_plan))
+    if ctx.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(config_path, json.dumps(settings.to_dict(cfg), indent=2) + "\n")
+
+    step_model: nn.Module = torch.compile(model, dynamic=True) if cfg.train.compile else model
+    eval_data = {i: PretrainingData(p.data, "eval") for i, p in enumerate(phases)}
+
+    def evaluate(m: nn.Module) -> dict[str, float]:
+        return evaluate_pretraining(model, eval_data[0], cfg.data.eval_batches, schedule[0][2], cfg.train.seed, ctx.device)
+
+    loop = LoopConfig(
+        steps=total_steps, max_grad_norm=o.max_grad_norm, precision=cfg.train.precision, log_every=cfg.log.every,
+        eval_every=cfg.log.eval_every, checkpoint_every=cfg.checkpoint.every, keep_checkpoints=cfg.checkpoint.keep,
+        num_workers=cfg.data.num_workers, seed=cfg.train.seed, progress=cfg.log.progress,
+    )
+    t0 = time.perf_counter()
+    batches = PretrainBatches(schedule, cfg.train.accumulation, ctx, cfg.train.seed)
+    train(step_model, PretrainingObjective(), batches, optimizer, scheduler, loop, run_dir, ctx,
+          evaluate=evaluate, resume=resume, run_config=settings.to_dict(cfg))
+    out = run_dir / "model"
+    if ctx.is_main:
+        export(model, tokenizer, out)
+        log.warning("pre-training done in %.0f s; model in %s", time.perf_counter() - t0, out)
+    distributed.barrier()
+    return out
+
+
+def _phase_lr(plan: list[tuple[int, int, float, int]]):
+    """The learning rate at each global step: every phase warms up and decays linearly on its own."""
+    starts = [s for s, _, _, _ in plan]
+
+    def lr(step: int) -> float:
+        s, steps, peak, warmup = plan[max(0, bisect.bisect_right(starts, step) - 1)]
+        local = step - s
+        if local < warmup:
+            return peak * local / warmup
+        return peak * max(0.0, (steps - local) / max(1, steps - warmup))
+
+    return lr
+
+
+def export(model: BertForPreTraining, tokenizer: Tokenizer, out: Path) -> None:
+    """Writes the model and its tokenizer to `out` in Hugging Face's layout, replacing it whole."""
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+
+

@@ -1,0 +1,154 @@
+"""`bertkit pretrain` end to end on a tiny config: export to transformers, exact resumption after
+kill -9, Ctrl-C saving, and torchrun with two processes equal to one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+import bertkit
+from bertkit.cli import main
+from bertkit.pretraining import prepare
+from bertkit.tokenizer import Tokenizer
+from bertkit.train import read_log
+
+# Small enough to take seconds: 2 layers of 64, sequences of 64 tokens.
+TINY = ["model.hidden_size=64", "model.num_attention_heads=2", "model.intermediate_size=128",
+        "log.progress=false", "data.num_workers=0", "data.eval_batches=2"]
+NO_DROPOUT = ["model.hidden_dropout_prob=0.0", "model.attention_probs_dropout_prob=0.0"]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+    root = tmp_path_factory.mktemp("pretrain")
+    lines = (shared_data / "pretrain/en/brown.txt").read_text(encoding="utf-8").splitlines()[:6000]
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tok = Tokenizer.train(lines, 2000)
+    tok.save_pretrained(root / "vocab")
+    out = root / "data"
+    prepare([corpus], root / "vocab", out, max_seq_length=64, eval_fraction=0.05, progress=False, workers=1)
+    tok.save_pretrained(out)
+    return out
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bertkit.cli", *args]
+
+
+def losses(run: Path) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in read_log(run / "log.jsonl") if "loss" in r}
+
+
+def test_pretrain_exports_a_model_transformers_loads(tmp_path: Path, data_dir: Path) -> None:
+    run = tmp_path / "run"
+    code = main(["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "12", "--batch-size", "8",
+                 "--lr", "1e-3", *TINY, "log.every=2", "log.eval_every=6", "checkpoint.every=6"])
+    assert code == 0
+    model_dir = run / "model"
+    assert {p.name for p in model_dir.iterdir()} >= {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"}
+    rows = read_log(run / "log.jsonl")
+    train_rows = [r for r in rows if "loss" in r]
+    evals = [r for r in rows if "eval_mlm_acc" in r]
+    assert [r["step"] for r in train_rows] == [2, 4, 6, 8, 10, 12] and [r["step"] for r in evals] == [6, 12]
+    assert {"mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", "lr", "tokens_per_s"} <= set(train_rows[0])
+    assert "eval_mlm_baseline_acc" in evals[0]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00000006.pt", "step-00000012.pt"]
+    assert list((run / "tb").iterdir()), "TensorBoard events"
+
+    ours = bertkit.BertForPreTraining.from_pretrained(model_dir).eval()
+    hf = transformers.BertForPreTraining.from_pretrained(model_dir).eval()
+    tok = Tokenizer.from_pretrained(model_dir)
+    batch = tok(["the jury said it did find that", "no evidence"], ["many of the", "it was"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        a, b = ours(**batch), hf(**batch)
+    torch.testing.assert_close(a.seq_relationship_logits, b.seq_relationship_logits, atol=1e-5, rtol=0)
+    valid = batch["attention_mask"].bool()
+    torch.testing.assert_close(a.prediction_logits[valid], b.prediction_logits[valid], atol=1e-5, rtol=0)
+
+    assert main(["plot", str(run)]) == 0
+    assert (run / "curves.png").stat().st_size > 10_000
+
+
+def test_kill_9_then_resume_continues_exactly(tmp_path: Path, data_dir: Path) -> None:
+    args = ["pretrain", "--data", str(data_dir), "--steps", "16", "--batch-size", "8", "--lr", "1e-3",
+            *TINY, "log.every=1", "log.eval_every=0", "checkpoint.every=5"]
+    whole = tmp_path / "whole"
+    subprocess.run(cli(*args, "--out", str(whole)), check=True, capture_output=True)
+
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen(cli(*args, "--out", str(cut)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while max(losses(cut), default=0) < 12 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.kill()  # SIGKILL: no chance to save anything
+    proc.wait()
+    assert max(losses(cut), default=0) < 16, "the run finished before it was killed"
+    subprocess.run(cli(*args, "--out", str(cut), "--resume"), check=True, capture_output=True)
+
+    assert losses(cut) == losses(whole)  # exact equality of every logged loss, steps 1..16
+    assert sorted(losses(whole)) == list(range(1, 17))
+
+
+def test_sigint_saves_a_checkpoint_and_resume_finishes(tmp_path: Path, data_dir: Path) -> None:
+    run = tmp_path / "run"
+    args = ["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "400", "--batch-size", "8",
+            *TINY, "log.every=1", "log.eval_every=0", "checkpoint.every=0"]
+    proc = subprocess.Popen(cli(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while max(losses(run), default=0) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    saved = sorted((run / "checkpoints").iterdir())
+    assert len(saved) == 1 and "resume with --resume" in err
+    step = int(saved[0].stem.split("-")[1])
+    assert step == max(losses(run))
+    proc = subprocess.run(cli(*args, "--resume", "train.steps=" + str(step + 2)), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert max(losses(run)) == step + 2
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
+def test_torchrun_two_processes_equal_one(tmp_path: Path, data_dir: Path) -> None:
+    args = ["pretrain", "--data", str(data_dir), "--steps", "4", "--batch-size", "8", "--lr", "1e-3",
+            *TINY, *NO_DROPOUT, "log.every=1", "log.eval_every=0", "checkpoint.every=0", "train.device=cpu"]
+    one = tmp_path / "one"
+    subprocess.run(cli(*args, "--out", str(one)), check=True, capture_output=True)
+    two = tmp_path / "two"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                    "-m", "bertkit.cli", *args, "--out", str(two)], check=True, capture_output=True, env=env)
+    a, b = losses(one), losses(two)
+    assert sorted(a) == sorted(b) == [1, 2, 3, 4]
+    for step in a:
+        assert b[step] == pytest.approx(a[step], rel=1e-5, abs=1e-6), step
+    # the same weights at the end, too
+    wa = bertkit.BertForPreTraining.from_pretrained(one / "model").state_dict()
+    wb = bertkit.BertForPreTraining.from_pretrained(two / "model").state_dict()
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], atol=1e-5, rtol=1e-4, msg=k)
+
+
+def test_unknown_key_and_bad_values_are_one_line_errors(tmp_path: Path, data_dir: Path, capsys) -> None:
+    base = ["pretrain", "--data", str(data_dir), "--out", str(tmp_path / "r")]
+    for extra, expected in [
+        (["optim.lrr=1"], "unknown key optim.lrr (did you mean optim.lr?)"),
+        (["train.precision=fp8"], "train.precision must be fp32, bf16 or fp16"),
+        (["--steps", "0"], "train.steps must be positive"),
+        (["--batch-size", "7", "train.accumulation=2"], "not divisible by accumulation"),
+    ]:
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and expected in err, err
+    assert main(["pretrain", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "r2")]) == 2
+    assert "missing" in capsys.readouterr().err
