@@ -477,7 +477,7 @@ class Tokenizer:
         and the vocabulary of a cased tokenizer keeps case.
         """
         if vocab_size <= len(special_tokens):
-            raise ValueError(f"vocab_size={vocab_size} leaves no room beyond {len(special_tokens)} special tokens")
+            raise BertkitError(f"vocab_size={vocab_size} leaves no room beyond {len(special_tokens)} special tokens")
         strip = lowercase if strip_accents is None else strip_accents
         backend = _backend(None, lowercase, strip, tokenize_chinese_chars)
         options: dict[str, Any] = {"limit_alphabet": limit_alphabet} if limit_alphabet is not None else {}

@@ -1,0 +1,180 @@
+"""Every command, given bad input, answers with one clear line on stderr and exit code 2 (or, for
+bad rows of a data file, a counted and reported skip) — never a traceback.
+
+`python tests/test_bad_inputs.py` writes the table of cases and answers to docs/bad-inputs.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+import torch
+
+import bertkit
+from bertkit import BertConfig
+from bertkit.cli import main
+from bertkit.finetune import TASK_FILE
+
+DATA = Path(bertkit.__file__).parent / "data" / "en"
+
+
+def build_fixtures(root: Path) -> dict[str, Path]:
+    """Small files and folders, good and bad, for the cases below."""
+    f: dict[str, Path] = {}
+    root.mkdir(parents=True, exist_ok=True)
+    lines = (DATA / "classify" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    tok = bertkit.Tokenizer.train([line.split("\t")[0] for line in lines[1:]], 600)
+    f["vocab"] = root / "vocab"
+    tok.save_pretrained(f["vocab"])
+    torch.manual_seed(0)
+    f["model"] = root / "model"
+    bertkit.BertForPreTraining(BertConfig.preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(f["model"])
+    tok.save_pretrained(f["model"])
+    f["classifier"] = root / "classifier"
+    cfg = BertConfig.preset("tiny", vocab_size=tok.vocab_size).with_labels(["a", "b"])
+    bertkit.BertForSequenceClassification(cfg).save_pretrained(f["classifier"])
+    tok.save_pretrained(f["classifier"])
+    (f["classifier"] / TASK_FILE).write_text(json.dumps({"task": "classify", "labels": ["a", "b"]}))
+    f["wrong-kind"] = root / "wrong-kind"
+    bertkit.BertForSequenceClassification(cfg).save_pretrained(f["wrong-kind"])
+    tok.save_pretrained(f["wrong-kind"])
+    (f["wrong-kind"] / TASK_FILE).write_text(json.dumps({"task": "qa", "labels": ["a", "b"]}))  # a classifier said to be QA
+
+    def write(name: str, text: str | bytes) -> Path:
+        path = root / name
+        path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+        f[name] = path
+        return path
+
+    write("train.tsv", "\n".join(lines[:41]) + "\n")
+    write("unseen-label.tsv", "sentence\tlabel\nhello there\tpoetry\n")
+    write("ragged.tsv", "sentence\tlabel\nfine\temma\ntoo\tmany\tcolumns\n")
+    write("empty.txt", "")
+    write("binary.bin", bytes(range(256)) * 8)
+    write("latin1.txt", "caf\xe9 au lait\n\nsecond paragraph here. And another one.\n".encode("latin-1"))
+    write("bad.conll", "EU B-ORG\nrejects O extra column\n\n")
+    write("bad.jsonl", '{"sentence1": "a", "sentence2": "b", "label": "x"}\nnot json\n')
+    write("no-answer.json", json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "Cats sleep.", "qas": [
+        {"id": "q1", "question": "Who?", "answers": [{"text": "dogs", "answer_start": 0}]}]}]}]}))
+    write("config-unknown.toml", "[optim]\nlrr = 1e-4\n")
+    write("config-range.toml", "[optim]\nlr = 5.0\n")
+    write("config-broken.toml", "[optim\n")
+    bad_vocab = root / "vocab-no-unk"
+    bad_vocab.mkdir(exist_ok=True)
+    (bad_vocab / "vocab.txt").write_text("[PAD]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
+    f["vocab-no-unk"] = bad_vocab
+    shapes = root / "shapes"
+    bertkit.BertModel(BertConfig.preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(shapes)
+    config = json.loads((shapes / "config.json").read_text())
+    (shapes / "config.json").write_text(json.dumps({**config, "hidden_size": 64, "num_attention_heads": 2}))
+    f["shapes"] = shapes
+    small = root / "small-vocab"
+    bertkit.BertModel(BertConfig.preset("tiny", vocab_size=100)).save_pretrained(small)
+    tok.save_pretrained(small)
+    f["small-vocab"] = small
+    corpus = write("corpus.txt.gz", gzip.compress(("The whale. It swam far. " * 30 + "\n\n").encode() * 40))
+    f["data"] = root / "data"
+    main(["prepare", "--input", str(corpus), "--vocab", str(f["vocab"]), "--out", str(f["data"]), "--workers", "1"])
+    f["empty-dir"] = root / "empty-dir"
+    f["empty-dir"].mkdir(exist_ok=True)
+    f["missing"] = root / "missing.tsv"
+    return f
+
+
+# (command, what is wrong, arguments with {placeholders}, text the one-line answer must contain)
+CASES: list[tuple[str, str, list[str], str]] = [
+    ("tokenize", "missing vocabulary folder", ["tokenize", "--vocab", "{missing}", "hi"], "missing.tsv"),
+    ("tokenize", "vocab.txt without [UNK]", ["tokenize", "--vocab", "{vocab-no-unk}", "hi"], "[UNK]"),
+    ("tokenize", "a file instead of a folder", ["tokenize", "--vocab", "{train.tsv}", "hi"], "train.tsv"),
+    ("vocab", "missing input file", ["vocab", "--input", "{missing}", "--vocab-size", "100", "--out", "{root}/v1"], "missing.tsv"),
+    ("vocab", "binary input", ["vocab", "--input", "{binary.bin}", "--vocab-size", "100", "--out", "{root}/v2"], "binary.bin"),
+    ("vocab", "undecodable bytes", ["vocab", "--input", "{latin1.txt}", "--vocab-size", "100", "--out", "{root}/v3"], "latin1.txt line 1"),
+    ("vocab", "vocabulary size out of range", ["vocab", "--input", "{train.tsv}", "--vocab-size", "0", "--out", "{root}/v4"], "vocab"),
+    ("prepare", "missing input", ["prepare", "--input", "{missing}", "--vocab", "{vocab}", "--out", "{root}/d1"], "missing.tsv"),
+    ("prepare", "only an empty file", ["prepare", "--input", "{empty.txt}", "--vocab", "{vocab}", "--out", "{root}/d2"], "empty.txt"),
+    ("prepare", "a model folder without vocab.txt as --vocab", ["prepare", "--input", "{train.tsv}", "--vocab", "{shapes}", "--out", "{root}/d3"], "vocab.txt"),
+    ("prepare", "sequence length out of range", ["prepare", "--input", "{train.tsv}", "--vocab", "{vocab}", "--out", "{root}/d4", "--max-seq-length", "4"], "max_seq_length"),
+    ("pretrain", "missing data folder", ["pretrain", "--data", "{missing}", "--out", "{root}/r1"], "missing.tsv"),
+    ("pretrain", "a folder that is not prepared data", ["pretrain", "--data", "{empty-dir}", "--out", "{root}/r2"], "empty-dir"),
+    ("pretrain", "unknown config key", ["pretrain", "--data", "{data}", "--out", "{root}/r3", "--config", "{config-unknown.toml}"], "unknown key optim.lrr"),
+    ("pretrain", "out-of-range value", ["pretrain", "--data", "{data}", "--out", "{root}/r4", "--config", "{config-range.toml}"], "optim.lr must be in (0, 1)"),
+    ("pretrain", "broken config file", ["pretrain", "--data", "{data}", "--out", "{root}/r5", "--config", "{config-broken.toml}"], "not valid TOML"),
+    ("pretrain", "unknown key=value override", ["pretrain", "--data", "{data}", "--out", "{root}/r6", "train.stepz=3"], "did you mean train.steps"),
+    ("pretrain", "model smaller than the data's vocabulary", ["pretrain", "--data", "{data}", "--out", "{root}/r7", "model.vocab_size=10"], "vocab"),
+    ("finetune", "missing training file", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{missing}", "--dev", "{train.tsv}", "--out", "{root}/f1"], "missing.tsv"),
+    ("finetune", "a folder instead of a file", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{empty-dir}", "--dev", "{train.tsv}", "--out", "{root}/f2"], "empty-dir"),
+    ("finetune", "a dev label never seen in training", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{unseen-label.tsv}", "--out", "{root}/f3"], "poetry"),
+    ("finetune", "a row with the wrong number of columns", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{ragged.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f4"], "ragged.tsv line 3"),
+    ("finetune", "a CoNLL line with the wrong number of columns", ["finetune", "--task", "ner", "--model", "{model}", "--train", "{bad.conll}", "--dev", "{bad.conll}", "--out", "{root}/f5"], "bad.conll line 2"),
+    ("finetune", "a JSON-lines line that is not JSON", ["finetune", "--task", "pair", "--model", "{model}", "--train", "{bad.jsonl}", "--dev", "{bad.jsonl}", "--out", "{root}/f6"], "bad.jsonl line 2"),
+    ("finetune", "an empty file", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{empty.txt}", "--dev", "{train.tsv}", "--out", "{root}/f7"], "empty.txt"),
+    ("finetune", "SQuAD answers not in their context (all skipped)", ["finetune", "--task", "qa", "--model", "{model}", "--train", "{no-answer.json}", "--dev", "{no-answer.json}", "--out", "{root}/f8"], "no training examples"),
+    ("finetune", "a model folder that is no model", ["finetune", "--task", "classify", "--model", "{empty-dir}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f9"], "empty-dir"),
+    ("finetune", "learning rate out of range", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f10", "--lr", "3"], "learning rate"),
+    ("evaluate", "a pre-trained (not fine-tuned) model", ["evaluate", "--model", "{model}", "--data", "{train.tsv}"], "was not fine-tuned"),
+    ("evaluate", "a model folder of the wrong kind", ["evaluate", "--model", "{wrong-kind}", "--data", "{train.tsv}"], "holds a BertForSequenceClassification"),
+    ("predict", "missing model folder", ["predict", "--model", "{missing}", "hello"], "missing.tsv"),
+    ("predict", "missing input file", ["predict", "--model", "{classifier}", "--file", "{missing}"], "missing.tsv"),
+    ("plot", "not a run folder", ["plot", "{empty-dir}"], "no log.jsonl"),
+    ("info", "weights of the wrong shape", ["info", "{shapes}"], "wrong shape"),
+    ("info", "vocab.txt larger than the config's vocab_size", ["info", "{small-vocab}"], "vocab_size is 100"),
+    ("info", "a file instead of a folder", ["info", "{train.tsv}"], "is a file, not a model folder"),
+    ("demo", "time budget out of range", ["demo", "--minutes", "-1", "--out", "{root}/demo"], "--minutes must be positive"),
+]
+
+
+def run_case(args: list[str], fixtures: dict[str, Path]) -> tuple[int, str]:
+    values = {k: str(v) for k, v in fixtures.items()} | {"root": str(fixtures["vocab"].parent)}
+    argv = []
+    for a in args:
+        for key, value in values.items():
+            a = a.replace("{" + key + "}", value)
+        argv.append(a)
+    err, out = io.StringIO(), io.StringIO()
+    with redirect_stderr(err), redirect_stdout(out):
+        try:
+            code = main(argv)
+        except SystemExit as e:  # argparse
+            code = int(e.code or 0)
+    lines = [line for line in err.getvalue().splitlines() if line.startswith("bertkit") and "error" in line]
+    return code, lines[-1] if lines else err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return build_fixtures(tmp_path_factory.mktemp("bad"))
+
+
+@pytest.mark.parametrize(("command", "what", "args", "expected"), CASES, ids=[f"{c[0]}: {c[1]}" for c in CASES])
+def test_bad_input_is_one_clear_line(fixtures: dict[str, Path], command: str, what: str, args: list[str], expected: str,
+                                      capfd) -> None:
+    code, line = run_case(args, fixtures)
+    assert code == 2, line
+    assert "Traceback" not in line and line.count("\n") == 0, line
+    assert expected in line, line
+
+
+def write_docs() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fixtures = build_fixtures(Path(tmp))
+        rows = ["| command | bad input | exit | answer (one line on stderr) |", "|---|---|---|---|"]
+        for command, what, args, _ in CASES:
+            code, line = run_case(args, fixtures)
+            rows.append(f"| `{command}` | {what} | {code} | `{line.replace(tmp, '...').replace('|', '/')}` |")
+    doc = Path(__file__).parents[1] / "docs" / "bad-inputs.md"
+    doc.write_text("# Bad input, command by command\n\nGenerated by `python tests/test_bad_inputs.py` (the same cases "
+                   "run as tests in `tests/test_bad_inputs.py`). Paths under the temporary folder are shown as `...`.\n\n"
+                   + "\n".join(rows) + "\n", encoding="utf-8")
+    print(doc)
+
+
+if __name__ == "__main__":
+    sys.exit(write_docs())
