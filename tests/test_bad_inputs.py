@@ -91,7 +91,7 @@ def build_fixtures(root: Path) -> dict[str, Path]:
 CASES: list[tuple[str, str, list[str], str]] = [
     ("tokenize", "missing vocabulary folder", ["tokenize", "--vocab", "{missing}", "hi"], "missing.tsv"),
     ("tokenize", "vocab.txt without [UNK]", ["tokenize", "--vocab", "{vocab-no-unk}", "hi"], "[UNK]"),
-    ("tokenize", "a file instead of a folder", ["tokenize", "--vocab", "{train.tsv}", "hi"], "train.tsv"),
+    ("tokenize", "a file instead of a folder", ["tokenize", "--vocab", "{train.tsv}", "hi"], "train.tsv: is a file"),
     ("vocab", "missing input file", ["vocab", "--input", "{missing}", "--vocab-size", "100", "--out", "{root}/v1"], "missing.tsv"),
     ("vocab", "binary input", ["vocab", "--input", "{binary.bin}", "--vocab-size", "100", "--out", "{root}/v2"], "binary.bin"),
     ("vocab", "undecodable bytes", ["vocab", "--input", "{latin1.txt}", "--vocab-size", "100", "--out", "{root}/v3"], "latin1.txt line 1"),

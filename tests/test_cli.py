@@ -13,7 +13,7 @@ import bertkit
 from bertkit import BertConfig
 from bertkit.cli import build_parser, main
 
-COMMANDS = ["tokenize", "vocab", "prepare", "pretrain", "finetune", "evaluate", "predict", "plot", "info"]
+COMMANDS = ["demo", "tokenize", "vocab", "prepare", "pretrain", "finetune", "evaluate", "predict", "plot", "info"]
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:

@@ -184,6 +184,14 @@ def cmd_predict(args: argparse.Namespace) -> None:
         print(json.dumps(row, ensure_ascii=False))
 
 
+def cmd_demo(args: argparse.Namespace) -> None:
+    from .demo import DemoSettings, demo
+
+    out = args.out or Path("runs") / f"demo-{args.lang}"
+    report = demo(DemoSettings(lang=args.lang, minutes=args.minutes, out=out, seed=args.seed, smoke=args.smoke))
+    print(f"report: {report}")
+
+
 def cmd_plot(args: argparse.Namespace) -> None:
     from .plot import plot_run
 
@@ -201,6 +209,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bertkit", description="BERT pre-training, fine-tuning and checkpoints.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="BERT's whole story on built-in data, in about ten minutes",
+                       description="Learn a vocabulary, pre-train a tiny BERT, fine-tune it and a randomly initialized "
+                                   "twin on four tasks, and write OUT/report.html. Rerun to resume.")
+    p.add_argument("--lang", choices=["en", "zh"], default="en")
+    p.add_argument("--minutes", type=float, default=10.0, help="time budget (default 10)")
+    p.add_argument("--out", type=Path, help="output folder (default runs/demo-LANG)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--smoke", action="store_true", help="a quick check that everything runs (few steps, small samples)")
+    p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("tokenize", help="text -> WordPiece tokens and ids (JSON lines)",
                        description="Tokenize texts given as arguments, or one per line from stdin.")

@@ -411,7 +411,7 @@ class Tokenizer:
         """Gives the tokenizer in a folder holding vocab.txt and, optionally, tokenizer_config.json."""
         folder = Path(folder)
         if not folder.is_dir():
-            raise BertkitError(f"{folder}: no such folder")
+            raise BertkitError(f"{folder}: {'is a file, not a folder with vocab.txt' if folder.is_file() else 'no such folder'}")
         config_path, config = folder / "tokenizer_config.json", {}
         if config_path.is_file():
             try:
