@@ -1,0 +1,272 @@
+"""`bertkit demo`: BERT's whole story on built-in data, in about ten minutes on a laptop CPU.
+
+A WordPiece vocabulary is learned from public-domain books, a tiny BERT is pre-trained on them
+(masked LM + next sentence), then it and a randomly initialized twin are fine-tuned on the four
+task families; the report shows what pre-training bought. Every stage leaves its result on disk,
+so an interrupted demo picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import settings
+from .config import BertConfig
+from .errors import BertkitError
+from .fileio import atomic_write_text
+from .finetune import FinetuneSettings, finetune
+from .heads import BertForPreTraining
+from .plot import plot_run
+from .predict import pipeline
+from .pretrain import PretrainSettings, pretrain
+from .pretraining import prepare
+from .tokenizer import Tokenizer
+from .train import read_log
+
+log = logging.getLogger("bertkit")
+
+TASKS = ("classify", "pair", "qa", "ner")
+# Inputs shown through `predict` at the end: the paper's examples where the built-in tasks allow them.
+EXAMPLES: dict[str, dict[str, tuple[list[str], list[str] | None]]] = {
+    "en": {  # classify: which of six books a sentence comes from; pair: does the sentence answer the question
+        "classify": (["She was not at all in a humour to be pleased with her sister's engagement, nor with Mr. Elton's "
+                      "compliments.", "The whale rose beside the boat, and every harpooneer stood ready at the bow."], None),
+        "pair": (["What's my name?", "What's my name?"], ["My name is Clara and I live in Berkeley.", "Berkeley is in California."]),
+        "qa": (["What's my name?"], ["My name is Clara and I live in Berkeley."]),
+        "ner": (["Emma walked with Mr. Knightley from Hartfield to Highbury before the rain came."], None),
+    },
+    "zh": {  # classify: which of three novels; pair: does the sentence answer the question
+        "classify": (["却说张飞拿了丈八蛇矛，飞马直取吕布。", "宝玉听了，便往潇湘馆来看黛玉。"], None),
+        "pair": (["我叫什么名字？", "我叫什么名字？"], ["我叫克拉拉，住在伯克利。", "伯克利在加利福尼亚。"]),
+        "qa": (["我叫什么名字？"], ["我叫克拉拉，住在伯克利。"]),
+        "ner": (["小明在北京大学的燕园看了中国男篮的一场比赛"], None),
+    },
+}
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    lang: str = "en"
+    minutes: float = 10.0
+    out: Path = Path("demo")
+    seed: int = 0
+    preset: str = "tiny"
+    vocab_size: int = 8000
+    progress: bool = True
+    smoke: bool = False  # a check that everything runs: a few steps and a sample of each task, in about a minute
+
+    def __post_init__(self) -> None:
+        settings.check(self.lang in EXAMPLES, f"--lang must be one of {', '.join(EXAMPLES)}, got {self.lang!r}")
+        settings.check(self.minutes > 0, f"--minutes must be positive, got {self.minutes}")
+
+
+def data_dir(lang: str) -> Path:
+    """The built-in data of a language, shipped inside the package."""
+    path = Path(str(resources.files("bertkit") / "data" / lang))
+    if not path.is_dir():
+        raise BertkitError(f"built-in data for {lang!r} is missing from the installed package ({path})")
+    return path
+
+
+class Stages:
+    """Times and results of the demo's stages, kept in OUT/stages.json so that a rerun skips what is done."""
+
+    def __init__(self, out: Path):
+        self.path = out / "stages.json"
+        self.done: dict[str, Any] = json.loads(self.path.read_text()) if self.path.is_file() else {}
+
+    def run(self, name: str, fn, *args: Any, **kwargs: Any) -> Any:
+        if name in self.done:
+            log.warning("%s: done before (%.0f s), skipped", name, self.done[name]["seconds"])
+            return self.done[name].get("result")
+        log.warning("== %s", name)
+        t0 = time.perf_counter()
+        result = fn(*args, **kwargs)
+        self.done[name] = {"seconds": round(time.perf_counter() - t0, 1), "result": result}
+        atomic_write_text(self.path, json.dumps(self.done, indent=2, ensure_ascii=False, default=str) + "\n")
+        return result
+
+    def seconds(self, name: str) -> float:
+        return self.done.get(name, {}).get("seconds", 0.0)
+
+
+def demo(cfg: DemoSettings) -> Path:
+    """Runs the demo into cfg.out; gives the path of report.html."""
+    t0 = time.perf_counter()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    src = data_dir(cfg.lang)
+    stages = Stages(out)
+    budget = cfg.minutes * 60
+
+    stages.run("vocabulary", _vocab, src, out / "vocab", cfg)
+    stages.run("prepare", _prepare, src, out, cfg)
+    spent = time.perf_counter() - t0
+    # Pre-training gets most of the time; fine-tuning eight small runs takes the rest.
+    pretrain_s = max(30.0, 0.6 * budget - spent)
+    stages.run("pre-train", _pretrain, out, cfg, pretrain_s)
+    stages.run("from-scratch twin", _scratch_twin, out, cfg)
+
+    results: dict[str, dict[str, Any]] = {}
+    for task in TASKS:
+        for init in ("pretrained", "scratch"):
+            key = f"fine-tune {task} ({init})"
+            results[key] = stages.run(key, _finetune, src, out, task, init, cfg)
+    predictions = stages.run("predict", _predict, out, cfg)
+
+    from .report import write_report
+
+    total = sum(v["seconds"] for v in stages.done.values())  # over every run of the demo, if it was resumed
+    report = write_report(out, cfg, stages.done, results, predictions, machine(), total)
+    log.warning("demo done in %.1f min (this run %.1f min): %s", total / 60, (time.perf_counter() - t0) / 60, report)
+    return report
+
+
+# ---- stages ---------------------------------------------------------------------------------------
+
+def _pretrain_files(src: Path) -> list[Path]:
+    return sorted((src / "pretrain").glob("*.txt*"))
+
+
+def _vocab(src: Path, out: Path, cfg: DemoSettings) -> dict[str, Any]:
+    tok = Tokenizer.train_from_files(_pretrain_files(src), cfg.vocab_size, lowercase=True)
+    tok.save_pretrained(out)
+    return {"vocab_size": tok.vocab_size}
+
+
+def _prepare(src: Path, out: Path, cfg: DemoSettings) -> dict[str, Any]:
+    meta = prepare(_pretrain_files(src), out / "vocab", out / "data", max_seq_length=128, seed=cfg.seed + 12345,
+                   lang=cfg.lang, eval_fraction=0.02, progress=cfg.progress)
+    Tokenizer.from_pretrained(out / "vocab").save_pretrained(out / "data")
+    return {k: v for k, v in meta.get("counts", {}).items() if isinstance(v, int)}
+
+
+def _pretrain_settings(out: Path, cfg: DemoSettings, steps: int) -> PretrainSettings:
+    return settings.load(PretrainSettings, overrides=[
+        f"data.path={json.dumps(str(out / 'data'))}", f"model.preset={json.dumps(cfg.preset)}", f"train.steps={steps}",
+        "train.batch_size=32", "optim.lr=1e-3", "optim.warmup=0.05", f"train.seed={cfg.seed}",
+        "checkpoint.every=100", "checkpoint.keep=1", f"log.every={max(1, steps // 100)}",
+        f"log.eval_every={max(10, steps // 8)}", "data.eval_batches=8", f"log.progress={'true' if cfg.progress else 'false'}",
+    ])
+
+
+def _pretrain(out: Path, cfg: DemoSettings, seconds: float) -> dict[str, Any]:
+    run = out / "pretrain"
+    saved = run / "config.json"
+    if saved.is_file():  # an interrupted pre-training: same settings, continue from its checkpoint
+        pcfg = settings.load(PretrainSettings, saved)
+    else:
+        steps = 12 if cfg.smoke else max(50, int(seconds * _steps_per_second(out, cfg) * 0.9))
+        pcfg = _pretrain_settings(out, cfg, steps)
+    pretrain(pcfg, run, resume=saved.is_file())
+    plot_run(run, out / "pretrain.png", title="pre-training")
+    evals = [r for r in read_log(run / "log.jsonl") if "eval_mlm_acc" in r]
+    last = evals[-1] if evals else {}
+    return {"steps": pcfg.train.steps, "mlm_acc": last.get("eval_mlm_acc"), "baseline": last.get("eval_mlm_baseline_acc"),
+            "nsp_acc": last.get("eval_nsp_acc")}
+
+
+def _steps_per_second(out: Path, cfg: DemoSettings) -> float:
+    """Times a few pre-training steps of this preset on this machine, so the run fits its minutes."""
+    from .distributed import Context
+    from .optim import build_optimizer
+    from .pretrain import PretrainBatches, PretrainingObjective
+    from .pretraining import PretrainingData
+
+    data = PretrainingData(out / "data")
+    model = BertForPreTraining(BertConfig.preset(cfg.preset, vocab_size=Tokenizer.from_pretrained(out / "data").vocab_size))
+    opt = build_optimizer(model)
+    batches = PretrainBatches([(0, data, 32)], 1, Context(0, 1, 0, torch.device("cpu")), cfg.seed)
+    objective = PretrainingObjective()
+    times = []
+    for step in range(8):
+        batch = batches[step][0]
+        t = time.perf_counter()
+        sums = objective(model, batch)
+        (sums["mlm_loss"] + sums["nsp_loss"]).backward()
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - t)
+    return 1.0 / (sorted(times[2:])[3] * 1.1)  # the median step after two warm-up steps, plus logging and evaluation
+
+
+def _scratch_twin(out: Path, cfg: DemoSettings) -> dict[str, Any]:
+    """The same architecture and vocabulary, randomly initialized: what fine-tuning alone can do."""
+    config = BertForPreTraining.from_pretrained(out / "pretrain" / "model").config
+    torch.manual_seed(cfg.seed + 1)
+    BertForPreTraining(config).save_pretrained(out / "scratch")
+    Tokenizer.from_pretrained(out / "pretrain" / "model").save_pretrained(out / "scratch")
+    return {"parameters": sum(p.numel() for p in BertForPreTraining(config).parameters())}
+
+
+FINETUNE = {  # task: (epochs, batch size, learning rate, max sequence length)
+    "classify": (4, 32, 1e-3, 128),
+    "pair": (4, 32, 1e-3, 128),
+    "qa": (4, 32, 1e-3, 256),
+    "ner": (4, 32, 1e-3, 128),
+}
+
+
+def _finetune(src: Path, out: Path, task: str, init: str, cfg: DemoSettings) -> dict[str, Any]:
+    epochs, batch, lr, max_len = FINETUNE[task]
+    ext = {"classify": "tsv", "pair": "tsv", "qa": "json", "ner": "txt"}[task]
+    train, dev = src / task / f"train.{ext}", src / task / f"dev.{ext}"
+    if cfg.smoke:
+        epochs, train, dev = 1, _sample(train, out / "sample" / task), _sample(dev, out / "sample" / task)
+    model = out / "pretrain" / "model" if init == "pretrained" else out / "scratch"
+    ft = FinetuneSettings(task=task, model=model, train=train, dev=dev,
+                          out=out / "finetune" / f"{task}-{init}", epochs=epochs, batch_size=batch, lr=lr,
+                          max_seq_length=max_len, seed=cfg.seed, progress=cfg.progress)
+    summary = finetune(ft, resume=True)
+    return {"metric": summary["main_metric"], "dev": summary["best"]["dev"], "seconds": summary["runs"][0]["seconds"]}
+
+
+def _sample(path: Path, folder: Path, n: int = 48) -> Path:
+    """The first n examples of a task file (rows, sentences, or SQuAD questions), for a smoke run."""
+    out = folder / path.name
+    folder.mkdir(parents=True, exist_ok=True)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        data = json.loads(text)
+        article = data["data"][0]
+        data["data"] = [{**article, "paragraphs": article["paragraphs"][:12]}]
+        sample = json.dumps(data, ensure_ascii=False)
+    elif path.suffix == ".txt":
+        sample = "\n\n".join(text.split("\n\n")[:n]) + "\n"
+    else:
+        sample = "".join(text.splitlines(keepends=True)[: n + 1])
+    atomic_write_text(out, sample)
+    return out
+
+
+def _predict(out: Path, cfg: DemoSettings) -> dict[str, Any]:
+    shown: dict[str, Any] = {}
+    for task in TASKS:
+        texts, pairs = EXAMPLES[cfg.lang][task]
+        shown[task] = {init: pipeline(out / "finetune" / f"{task}-{init}" / "model")(texts, pairs)
+                       for init in ("pretrained", "scratch")}
+    return shown
+
+
+def machine() -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "threads": str(torch.get_num_threads()), "python": platform.python_version(),
+            "torch": torch.__version__, "os": platform.platform()}
+
+
