@@ -228,3 +228,25 @@ def test_reads_pytorch_model_bin_and_tf_style_names(tmp_path: Path) -> None:
     ids = torch.randint(5, 100, (2, 7))
     with torch.no_grad():
         torch.testing.assert_close(ours(ids).last_hidden_state, hf(ids).last_hidden_state, atol=ATOL, rtol=0)
+
+
+def test_precomputed_positions_give_the_same_step() -> None:
+    """The training path that never syncs with the device (positions computed with the batch) equals the plain one."""
+    from bertkit.pretrain import training_batch
+
+    torch.manual_seed(0)
+    cfg = BertConfig.preset("tiny", vocab_size=1000)
+    model = bertkit.BertForPreTraining(cfg).eval()
+    b = make_batch(cfg)
+    batch = {"input_ids": b["input_ids"], "token_type_ids": b["token_type_ids"], "attention_mask": b["attention_mask"],
+             "mlm_labels": b["mlm_labels"], "nsp_labels": b["nsp_labels"]}
+    fast = training_batch(dict(batch))
+    assert "packed_indices" in fast and "mlm_positions" in fast
+    with torch.no_grad():
+        a = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_labels"], batch["nsp_labels"])
+        c = model(fast["input_ids"], fast["token_type_ids"], fast["attention_mask"], fast["mlm_labels"], fast["nsp_labels"],
+                  packed_indices=fast["packed_indices"], mlm_positions=fast["mlm_positions"])
+    torch.testing.assert_close(a.loss, c.loss, atol=0, rtol=0)
+    torch.testing.assert_close(a.prediction_logits, c.prediction_logits, atol=0, rtol=0)
+    full = training_batch({**batch, "attention_mask": torch.ones_like(batch["attention_mask"])})
+    assert "attention_mask" not in full and "packed_indices" not in full

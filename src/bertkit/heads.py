@@ -100,18 +100,22 @@ class BertForPreTraining(Pretrained):
         mlm_labels: torch.Tensor | None = None,
         nsp_labels: torch.Tensor | None = None,
         dense_logits: bool = False,
+        packed_indices: torch.Tensor | None = None,
+        mlm_positions: torch.Tensor | None = None,
     ) -> PreTrainingOutput:
         """mlm_labels (B, T) hold the original token where a prediction is made and -100 elsewhere.
 
         With mlm_labels the MLM head runs only at the predicted positions (about 15% of tokens, as in
         NVIDIA's BERT) and `prediction_logits` is (M, V) in row-major order of those positions;
         `dense_logits=True` (or no labels) gives logits at every position, (B, T, V).
+        `packed_indices` (see BertModel) and `mlm_positions` (the flat positions where mlm_labels != -100)
+        may come precomputed with the batch, so that a training step never waits on the device.
         """
-        out = self.bert(input_ids, attention_mask, token_type_ids)
+        out = self.bert(input_ids, attention_mask, token_type_ids, packed_indices=packed_indices)
         hidden = out.last_hidden_state  # (B, T, H)
         seq_logits = self.nsp(out.pooler_output)  # (B, 2)
         if mlm_labels is not None and not dense_logits:
-            picked = (mlm_labels.flatten() != IGNORE).nonzero().squeeze(1)  # (M,)
+            picked = mlm_positions if mlm_positions is not None else (mlm_labels.flatten() != IGNORE).nonzero().squeeze(1)  # (M,)
             hidden = hidden.flatten(0, 1).index_select(0, picked)  # (M, H)
             mlm_targets = mlm_labels.flatten().index_select(0, picked)
         else:

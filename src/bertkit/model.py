@@ -165,8 +165,10 @@ class BertModel(Pretrained):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
-        packing: Packing | None = None,
+        packed_indices: torch.Tensor | None = None,
     ) -> BertOutput:
+        """`packed_indices`, the flat positions of the real tokens (attention_mask.flatten().nonzero()),
+        may come precomputed with the batch: then nothing here waits on the device (no host sync)."""
         B, T = input_ids.shape
         if self.config.max_position_embeddings < T:
             raise ValueError(f"sequence length {T} exceeds max_position_embeddings {self.config.max_position_embeddings}")
@@ -174,7 +176,10 @@ class BertModel(Pretrained):
             token_type_ids = torch.zeros_like(input_ids)
         if position_ids is None:
             position_ids = torch.arange(T, device=input_ids.device).expand(B, T)
-        if packing is None and attention_mask is not None:
+        packing = None
+        if packed_indices is not None and attention_mask is not None:
+            packing = Packing(B, T, packed_indices, attention_mask.bool()[:, None, None, :])
+        elif attention_mask is not None:
             packing = Packing.from_attention_mask(attention_mask)
         if packing is not None:
             input_ids, token_type_ids, position_ids = (packing.unpad(t) for t in (input_ids, token_type_ids, position_ids))

@@ -170,8 +170,9 @@ class PretrainingObjective:
 
     def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         labels = batch["mlm_labels"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels, batch["nsp_labels"])
-        targets = labels[labels != -100]  # the order of the sparse logits
+        out = model(batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"), labels, batch["nsp_labels"],
+                    packed_indices=batch.get("packed_indices"), mlm_positions=batch.get("mlm_positions"))
+        targets = labels.flatten()[batch["mlm_positions"]] if "mlm_positions" in batch else labels[labels != -100]
         n_mlm, n_nsp = targets.numel(), batch["nsp_labels"].numel()
         return {
             "mlm_loss": out.mlm_loss * n_mlm,
@@ -217,8 +218,20 @@ class PretrainBatches:
             for pos in positions[lo : lo + micro]:
                 epoch, i = divmod(int(pos), n)
                 examples.append(data.example(int(self._order(p, epoch)[i]), epoch, self.seed))
-            out.append(collate(examples))
+            out.append(training_batch(collate(examples)))
         return out
+
+
+def training_batch(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Adds what the model would otherwise find on the device with a host sync: the flat positions of
+    real tokens and of predicted ones; a batch without padding drops its attention mask instead."""
+    mask = batch["attention_mask"]
+    if bool(mask.all()):
+        batch = {k: v for k, v in batch.items() if k != "attention_mask"}
+    else:
+        batch["packed_indices"] = mask.flatten().nonzero().squeeze(1)
+    batch["mlm_positions"] = (batch["mlm_labels"].flatten() != -100).nonzero().squeeze(1)
+    return batch
 
 
 def evaluate_pretraining(model: BertForPreTraining, data: PretrainingData, batches: int, batch_size: int,

@@ -251,7 +251,7 @@ def _prefetch(batches: StepBatches, start: int, stop: int, workers: int, device:
         generator=torch.Generator(),  # its own seed draw must not consume the global RNG (exact resume)
     )
     for step, micro in loader:
-        tokens = sum(int(b["attention_mask"].sum()) for b in micro if "attention_mask" in b)
+        tokens = sum(int(b["attention_mask"].sum()) if "attention_mask" in b else b["input_ids"].numel() for b in micro)
         yield step, [{k: v.to(device, non_blocking=True) for k, v in b.items()} for b in micro], tokens
 
 
