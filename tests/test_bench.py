@@ -1,0 +1,68 @@
+"""Smoke tests of bench/: the pre-training-step and inference benchmarks run end to end at the tiny
+preset and give well-formed figures. They check the output's structure, not speed; one thread, so that
+a busy machine slows them in proportion (two OpenMP threads wait on each other when a core is taken)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory) -> tuple[dict, str]:
+    out = tmp_path_factory.mktemp("bench")
+    cmd = [sys.executable, "-m", "bench", "--quick", "--only", "pretrain", "--only", "inference", "--preset", "tiny",
+           "--batch-size", "4", "--seq-len", "32", "--no-memory", "--threads", "1", "--out", str(out / "RESULTS.md"),
+           "--json", str(out / "results.json")]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads((out / "results.json").read_text()), (out / "RESULTS.md").read_text()
+
+
+def check_comparison(record: dict) -> None:
+    assert record["ratio"] > 0
+    for side in ("bertkit", "transformers"):
+        assert record[side]["tok_s"] > 0
+        assert 0 < record[side]["mfu"] <= 1, record
+
+
+def test_pretraining_step_figures(quick_run):
+    results, _ = quick_run
+    records = results["sections"]["pretrain"]["records"]
+    assert {(r["config"]["preset"], r["config"]["precision"]) for r in records} == {("tiny", "fp32"), ("tiny", "bf16")}
+    for r in records:
+        check_comparison(r)
+    assert results["header"]["peaks"]["fp32"] > 0 and results["header"]["peaks"]["bf16"] > 0
+
+
+def test_inference_figures(quick_run):
+    results, _ = quick_run
+    records = results["sections"]["inference"]["records"]
+    assert "32 x 32 full" not in {r["config"]["workload"] for r in records}  # the batch shape comes from the options
+    assert "4 x 32 full" in {r["config"]["workload"] for r in records}
+    for r in records:
+        check_comparison(r)
+
+
+def test_results_markdown(quick_run):
+    _, markdown = quick_run
+    for heading in ("## Machine", "## Targets", "## 1. Pre-training step", "## 2. Inference", "## Method"):
+        assert heading in markdown
+    assert "python -m bench --quick" in markdown
+    assert "GEMM peak" in markdown
+
+
+def test_peak_memory_counts_what_the_block_allocates(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    import torch
+
+    from bench.common import peak_rss
+
+    with peak_rss() as memory:
+        x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+        del x
+    assert 60 < memory["step_mib"] < 100, memory
