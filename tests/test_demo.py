@@ -1,0 +1,39 @@
+"""`bertkit demo` end to end on a tiny budget, in both languages, and its resumption."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli import main
+from bertkit.demo import TASKS, DemoSettings, demo
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> None:
+    out = tmp_path / lang
+    report = demo(DemoSettings(lang=lang, out=out, smoke=True, progress=False))
+    assert report == out / "report.html"
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for task in ("classification", "question answering", "named entity recognition"):
+        assert task in md
+    assert "| **total** |" in md and "from scratch" in md
+    html = report.read_text(encoding="utf-8")
+    assert "<table>" in html and 'src="pretrain.png"' in html and 'src="finetune.png"' in html
+    for png in ("pretrain.png", "finetune.png"):
+        assert (out / png).stat().st_size > 10_000
+    stages = json.loads((out / "stages.json").read_text())
+    assert {f"fine-tune {t} (scratch)" for t in TASKS} <= set(stages)
+    for task in TASKS:  # every fine-tuned model loads back and predicts
+        assert (out / "finetune" / f"{task}-pretrained" / "model" / "bertkit_task.json").is_file()
+
+    # an interrupted demo resumes: drop the last stages, run again, only they run
+    for key in ("predict", "fine-tune ner (scratch)"):
+        del stages[key]
+    (out / "stages.json").write_text(json.dumps(stages))
+    caplog.clear()
+    assert main(["demo", "--lang", lang, "--out", str(out), "--smoke"]) == 0
+    err = caplog.text
+    assert "pre-train: done before" in err and "== fine-tune ner (scratch)" in err and "== predict" in err
