@@ -146,6 +146,17 @@ def run_case(args: list[str], fixtures: dict[str, Path]) -> tuple[int, str]:
     return code, lines[-1] if lines else err.getvalue()
 
 
+def test_vocab_can_skip_lines_that_are_not_utf8(fixtures: dict[str, Path]) -> None:
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        code = main(["vocab", "--input", str(fixtures["latin1.txt"]), "--vocab-size", "100", "--on-error", "skip",
+                     "--out", str(fixtures["vocab"].parent / "v-skip")])
+    assert code == 0
+    assert f"skipped 1 line(s) that are not valid UTF-8, first: {fixtures['latin1.txt']} line 1" in err.getvalue()
+    vocab = (fixtures["vocab"].parent / "v-skip" / "vocab.txt").read_text().split()
+    assert "s" in vocab and "u" not in vocab  # the good lines were learned ("u" is only in the bad one)
+
+
 @pytest.fixture(scope="module")
 def fixtures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return build_fixtures(tmp_path_factory.mktemp("bad"))

@@ -34,9 +34,11 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
 def cmd_vocab(args: argparse.Namespace) -> None:
     from .tokenizer import Tokenizer
 
-    tok = Tokenizer.train_from_files(
-        args.input, args.vocab_size, min_frequency=args.min_frequency, lowercase=not args.cased, show_progress=True
-    )
+    skipped: list[str] = []
+    tok = Tokenizer.train_from_files(args.input, args.vocab_size, on_error=args.on_error, skipped=skipped,
+                                     min_frequency=args.min_frequency, lowercase=not args.cased, show_progress=True)
+    if skipped:
+        print(f"skipped {len(skipped)} line(s) that are not valid UTF-8, first: {skipped[0]}", file=sys.stderr)
     tok.save_pretrained(args.out)
     print(f"wrote {args.out}/vocab.txt ({tok.vocab_size} tokens, {'cased' if args.cased else 'uncased'})")
 
@@ -236,6 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--cased", action="store_true", help="keep case and accents (default: lower-case, strip accents)")
     p.add_argument("--min-frequency", type=int, default=2, help="minimum count of a merged piece (default 2)")
+    p.add_argument("--on-error", default="stop", choices=["skip", "stop"],
+                   help="a line that is not UTF-8: stop with an error naming it (default), or skip and count it")
     p.set_defaults(func=cmd_vocab)
 
     p = sub.add_parser("prepare", help="raw text -> pre-training instances (MLM + NSP) on disk",

@@ -8,6 +8,9 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+_UMASK = os.umask(0o022)  # read once, at import (os.umask can only be read by setting it) ...
+os.umask(_UMASK)  # ... and put back at once
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
@@ -15,6 +18,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; the result gets the mode any new file would
     os.close(fd)
     tmp_path = Path(tmp)
     try:

@@ -331,8 +331,9 @@ def _text_files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def _file_lines(path: Path) -> Iterator[str]:
-    """Yields a UTF-8 (or gzipped UTF-8) file's lines without line endings; CRLF is fine."""
+def _file_lines(path: Path, skipped: list[str] | None = None) -> Iterator[str]:
+    """Yields a UTF-8 (or gzipped UTF-8) file's lines without line endings; CRLF is fine. A line that
+    is not UTF-8 is an error, or with a `skipped` list, left out and named there."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as f:
@@ -340,7 +341,9 @@ def _file_lines(path: Path) -> Iterator[str]:
                 try:
                     yield raw.decode("utf-8").rstrip("\r\n")
                 except UnicodeDecodeError as e:
-                    raise BertkitError(f"{path} line {number}: not valid UTF-8 ({e.reason})") from None
+                    if skipped is None:
+                        raise BertkitError(f"{path} line {number}: not valid UTF-8 ({e.reason})") from None
+                    skipped.append(f"{path} line {number}")
     except (OSError, EOFError, zlib.error) as e:
         raise BertkitError(f"{path}: cannot read ({e})") from None
 
@@ -490,10 +493,17 @@ class Tokenizer:
                    tokenize_chinese_chars=tokenize_chinese_chars)
 
     @classmethod
-    def train_from_files(cls, paths: Sequence[str | Path], vocab_size: int, **options: Any) -> Tokenizer:
-        """Gives `train` on the lines of UTF-8 text files (.gz too); folders give their *.txt and *.gz."""
-        files = _text_files(paths)
-        return cls.train(itertools.chain.from_iterable(map(_file_lines, files)), vocab_size, **options)
+    def train_from_files(cls, paths: Sequence[str | Path], vocab_size: int, on_error: str = "stop",
+                         skipped: list[str] | None = None, **options: Any) -> Tokenizer:
+        """Gives `train` on the lines of UTF-8 text files (.gz too); folders give their *.txt and *.gz.
+
+        A line that is not UTF-8 stops training with an error naming file and line, or with
+        on_error="skip" is left out and named in `skipped` (when given)."""
+        if on_error not in ("stop", "skip"):
+            raise BertkitError(f"on_error must be 'stop' or 'skip', got {on_error!r}")
+        bad = skipped if skipped is not None else []
+        lines = (_file_lines(f, bad if on_error == "skip" else None) for f in _text_files(paths))
+        return cls.train(itertools.chain.from_iterable(lines), vocab_size, **options)
 
     # --- vocabulary -------------------------------------------------------------------------
 
