@@ -49,6 +49,7 @@ from bertkit import BertConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+RESULTS_DIR = ROOT / "bench" / "results"  # the JSON of runs too long for RESULTS.md (fine-tuning comparisons)
 BK, HF = "bertkit", "transformers"
 
 

@@ -31,9 +31,9 @@ from bertkit.optim import linear_schedule, parameter_groups, warmup_steps_for
 from bertkit.tasks import get_task
 from bertkit.tokenizer import Tokenizer
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-MINILM = SHARED / "models" / "all-MiniLM-L6-v2"
-RESULTS = Path(__file__).resolve().parent / "results"
+from .common import RESULTS_DIR, SHARED_DATA
+
+MINILM = SHARED_DATA / "models" / "all-MiniLM-L6-v2"
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,11 @@ class Job:
 
 def jobs(tmp: Path) -> dict[str, Job]:
     return {
-        "sst2": Job("SST-2 dev accuracy", "classify", SHARED / "sst2/train.tsv", SHARED / "sst2/dev.tsv", "accuracy", epochs=2),
-        "rte": Job("RTE dev accuracy", "pair", SHARED / "rte/train.tsv", SHARED / "rte/dev.tsv", "accuracy", epochs=3, batch_size=16),
-        "mrpc": Job("MRPC test F1", "pair", SHARED / "mrpc/msr_paraphrase_train.txt", SHARED / "mrpc/msr_paraphrase_test.txt", "f1"),
-        "conll": Job("CoNLL-2003 testb entity F1", "ner", SHARED / "conll2003/eng.train", SHARED / "conll2003/eng.testa", "f1",
-                     test=SHARED / "conll2003/eng.testb"),
+        "sst2": Job("SST-2 dev accuracy", "classify", SHARED_DATA / "sst2/train.tsv", SHARED_DATA / "sst2/dev.tsv", "accuracy", epochs=2),
+        "rte": Job("RTE dev accuracy", "pair", SHARED_DATA / "rte/train.tsv", SHARED_DATA / "rte/dev.tsv", "accuracy", epochs=3, batch_size=16),
+        "mrpc": Job("MRPC test F1", "pair", SHARED_DATA / "mrpc/msr_paraphrase_train.txt", SHARED_DATA / "mrpc/msr_paraphrase_test.txt", "f1"),
+        "conll": Job("CoNLL-2003 testb entity F1", "ner", SHARED_DATA / "conll2003/eng.train", SHARED_DATA / "conll2003/eng.testa", "f1",
+                     test=SHARED_DATA / "conll2003/eng.testb"),
         "squad": Job("SQuAD v1.1 (articles 0-37 -> 38-47) EM/F1", "qa", tmp / "squad-train.json", tmp / "squad-eval.json",
                      "f1", epochs=2, max_seq_length=384),  # files written by squad_split
     }
@@ -64,7 +64,7 @@ def jobs(tmp: Path) -> dict[str, Job]:
 
 def squad_split(tmp: Path) -> None:
     """Articles 0-37 of dev-v1.1.json to train on, 38-47 to evaluate on (there is no train split here)."""
-    data = json.loads((SHARED / "squad_v1.1/dev-v1.1.json").read_text(encoding="utf-8"))
+    data = json.loads((SHARED_DATA / "squad_v1.1/dev-v1.1.json").read_text(encoding="utf-8"))
     for name, articles in (("train", data["data"][:38]), ("eval", data["data"][38:])):
         path = tmp / f"squad-{name}.json"
         path.write_text(json.dumps({"version": data.get("version", "1.1"), "data": articles}), encoding="utf-8")
@@ -161,8 +161,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
     torch.set_num_threads(2)
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "finetune_compare.json"
+    RESULTS_DIR.mkdir(exist_ok=True)
+    path = RESULTS_DIR / "finetune_compare.json"
     results = json.loads(path.read_text()) if path.is_file() else {}
     with tempfile.TemporaryDirectory() as tmp:
         all_jobs = jobs(Path(tmp))

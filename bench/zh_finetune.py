@@ -33,8 +33,7 @@ from bertkit.heads import BertForPreTraining
 from bertkit.tasks.readers import read_table, split
 from bertkit.tokenizer import Tokenizer
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-RESULTS = Path(__file__).resolve().parent / "results"
+from .common import RESULTS_DIR, SHARED_DATA
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ JOBS = {
 
 def waimai_split(folder: Path) -> tuple[Path, Path, Path]:
     """waimai_10k.csv cut 80/10/10 by bertkit's seeded split, written back as CSV files."""
-    data = read_table(SHARED / "waimai_10k" / "waimai_10k.csv")
+    data = read_table(SHARED_DATA / "waimai_10k" / "waimai_10k.csv")
     paths = []
     for name, part in zip(("train", "dev", "test"), split(data, (0.8, 0.1, 0.1), seed=0), strict=True):
         path = folder / f"waimai-{name}.csv"
@@ -85,11 +84,11 @@ def files(name: str, folder: Path, max_train: int | None) -> tuple[Path, Path, P
     if name == "waimai":
         return waimai_split(folder)
     if name == "msra":
-        train = first_sentences(SHARED / "msra_ner" / "train.bio.txt", max_train, folder)
-        return train, SHARED / "msra_ner" / "test.bio.txt", None
+        train = first_sentences(SHARED_DATA / "msra_ner" / "train.bio.txt", max_train, folder)
+        return train, SHARED_DATA / "msra_ner" / "test.bio.txt", None
     if name == "ocnli":
-        return SHARED / "ocnli" / "train.10k.json", SHARED / "ocnli" / "dev.json", None
-    return SHARED / "cmrc2018" / "trial.json", SHARED / "cmrc2018" / "dev.json", None
+        return SHARED_DATA / "ocnli" / "train.10k.json", SHARED_DATA / "ocnli" / "dev.json", None
+    return SHARED_DATA / "cmrc2018" / "trial.json", SHARED_DATA / "cmrc2018" / "dev.json", None
 
 
 def scratch_twin(model: Path, folder: Path) -> Path:
@@ -132,8 +131,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", type=Path, default=Path("runs/zh-finetune"), help="where the fine-tuned models go")
     args = parser.parse_args()
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "zh_finetune.json"
+    RESULTS_DIR.mkdir(exist_ok=True)
+    path = RESULTS_DIR / "zh_finetune.json"
     results = json.loads(path.read_text()) if path.is_file() else {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
