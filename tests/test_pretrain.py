@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -60,7 +61,7 @@ def test_pretrain_exports_a_model_transformers_loads(tmp_path: Path, data_dir: P
     evals = [r for r in rows if "eval_mlm_acc" in r]
     assert [r["step"] for r in train_rows] == [2, 4, 6, 8, 10, 12] and [r["step"] for r in evals] == [6, 12]
     assert {"mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", "lr", "tokens_per_s"} <= set(train_rows[0])
-    assert "eval_mlm_baseline_acc" in evals[0]
+    assert "eval_mlm_baseline_acc" in evals[0] and 0 <= evals[0]["eval_mlm_shuffled_acc"] <= 1
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00000006.pt", "step-00000012.pt"]
     assert list((run / "tb").iterdir()), "TensorBoard events"
 
@@ -152,3 +153,22 @@ def test_unknown_key_and_bad_values_are_one_line_errors(tmp_path: Path, data_dir
         assert err.count("\n") == 0 and expected in err, err
     assert main(["pretrain", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "r2")]) == 2
     assert "missing" in capsys.readouterr().err
+
+
+def test_shuffle_segments_moves_words_with_their_labels_inside_each_segment() -> None:
+    from bertkit.pretrain import shuffle_segments
+
+    ids = np.array([2, 10, 11, 12, 13, 3, 20, 21, 22, 3])  # [CLS] a a a a [SEP] b b b [SEP]
+    types = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1])
+    labels = np.full(10, -100)
+    labels[[2, 7]] = [111, 121]  # the original tokens behind two masked positions
+    example = {"input_ids": ids, "token_type_ids": types, "mlm_labels": labels, "nsp_label": np.int64(0)}
+    rng = np.random.default_rng(0)
+    outs = [shuffle_segments(example, rng) for _ in range(20)]
+    for out in outs:
+        assert out["input_ids"][[0, 5, 9]].tolist() == [2, 3, 3] and (out["token_type_ids"] == types).all()
+        assert sorted(out["input_ids"][1:5].tolist()) == [10, 11, 12, 13] and sorted(out["input_ids"][6:9].tolist()) == [20, 21, 22]
+        pairs = {(int(i), int(lab)) for i, lab in zip(out["input_ids"], out["mlm_labels"], strict=True) if lab != -100}
+        assert pairs == {(11, 111), (21, 121)}
+    assert (ids == [2, 10, 11, 12, 13, 3, 20, 21, 22, 3]).all(), "the example itself is left alone"
+    assert any((out["input_ids"] != ids).any() for out in outs)

@@ -175,6 +175,7 @@ def _pretrain(out: Path, cfg: DemoSettings, seconds: float) -> dict[str, Any]:
     evals = [r for r in read_log(run / "log.jsonl") if "eval_mlm_acc" in r]
     last = evals[-1] if evals else {}
     return {"steps": pcfg.train.steps, "mlm_acc": last.get("eval_mlm_acc"), "baseline": last.get("eval_mlm_baseline_acc"),
+            "shuffled": last.get("eval_mlm_shuffled_acc"),
             "nsp_acc": last.get("eval_nsp_acc")}
 
 

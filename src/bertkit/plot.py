@@ -11,7 +11,7 @@ from .train import read_log
 # (panel title, [(log key, label)]) in the order drawn; panels with no data are left out.
 PANELS: list[tuple[str, list[tuple[str, str]]]] = [
     ("loss", [("loss", "train"), ("eval_loss", "held-out")]),
-    ("MLM accuracy", [("mlm_acc", "train"), ("eval_mlm_acc", "held-out"), ("eval_mlm_baseline_acc", "most frequent token")]),
+    ("MLM accuracy", [("mlm_acc", "train"), ("eval_mlm_acc", "held-out"), ("eval_mlm_baseline_acc", "most frequent token"), ("eval_mlm_shuffled_acc", "held-out, words shuffled")]),
     ("NSP accuracy", [("nsp_acc", "train"), ("eval_nsp_acc", "held-out")]),
     ("dev metric", [("eval_accuracy", "accuracy"), ("eval_f1", "F1"), ("eval_exact_match", "exact match")]),
     ("learning rate", [("lr", "lr")]),

@@ -236,26 +236,43 @@ def training_batch(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def evaluate_pretraining(model: BertForPreTraining, data: PretrainingData, batches: int, batch_size: int,
                          seed: int, device: torch.device) -> dict[str, float]:
-    """Held-out MLM and NSP loss and accuracy on fixed masks, and the accuracy of always guessing the
-    most frequent masked token (the baseline pre-training must beat)."""
+    """Held-out MLM and NSP loss and accuracy on fixed masks; the accuracy of always guessing the
+    most frequent masked token (the baseline pre-training must beat); and the MLM accuracy with the
+    words of each segment shuffled (`mlm_shuffled_acc`): close to `mlm_acc`, the model has not yet
+    learnt to use word order, only which words occur together (a bag of words)."""
     objective = PretrainingObjective()
     sums: dict[str, float] = {}
     counts = {"mlm": 0, "nsp": 0}
     target_counts: dict[int, int] = {}
+    rng = np.random.default_rng(seed)
     n = min(len(data), batches * batch_size)
     for lo in range(0, n, batch_size):
-        batch = {k: v.to(device) for k, v in collate([data.example(i, 0, seed) for i in range(lo, min(n, lo + batch_size))]).items()}
+        examples = [data.example(i, 0, seed) for i in range(lo, min(n, lo + batch_size))]
+        batch = {k: v.to(device) for k, v in collate(examples).items()}
         for k, v in objective(model, batch).items():
             sums[k] = sums.get(k, 0.0) + float(v)
+        shuffled = {k: v.to(device) for k, v in collate([shuffle_segments(e, rng) for e in examples]).items()}
+        sums["mlm_shuffled_acc"] = sums.get("mlm_shuffled_acc", 0.0) + float(objective(model, shuffled)["mlm_acc"])
         for k, v in objective.counts(batch).items():
             counts[k] += int(v)
         ids, freq = np.unique(batch["mlm_labels"][batch["mlm_labels"] != -100].cpu().numpy(), return_counts=True)
         for i, f in zip(ids.tolist(), freq.tolist(), strict=True):
             target_counts[i] = target_counts.get(i, 0) + f
-    out = {k: v / max(counts[objective.per[k]], 1) for k, v in sums.items()}
+    out = {k: v / max(counts[objective.per.get(k, "mlm")], 1) for k, v in sums.items()}
     out["loss"] = out["mlm_loss"] + out["nsp_loss"]
     out["mlm_baseline_acc"] = max(target_counts.values(), default=0) / max(counts["mlm"], 1)
     return out
+
+
+def shuffle_segments(example: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Gives the instance with the tokens of each segment in a random order (their MLM labels moved
+    with them); [CLS], the [SEP]s and the segment lengths stay where they are."""
+    ids, labels, types = example["input_ids"].copy(), example["mlm_labels"].copy(), example["token_type_ids"]
+    n, len_a = len(ids), int((types == 0).sum())  # segment A spans [CLS] ... [SEP] (token type 0)
+    for lo, hi in ((1, len_a - 1), (len_a, n - 1)):
+        order = lo + rng.permutation(max(hi - lo, 0))
+        ids[lo:hi], labels[lo:hi] = ids[order], labels[order]
+    return {**example, "input_ids": ids, "mlm_labels": labels}
 
 
 # ---- the run ------------------------------------------------------------------------------------------

@@ -74,7 +74,9 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
         *[f"| {TASK_NAMES[r['task']]} | {r['metric']} | {r['scratch']:.1f} | {r['pretrained']:.1f} | {r['gain']:+.1f} |" for r in rows],
         "",
         f"Held-out masked-LM accuracy after pre-training: **{_pct(pre.get('mlm_acc'))}** (always guessing the most frequent "
-        f"token: {_pct(pre.get('baseline'))}); next-sentence accuracy {_pct(pre.get('nsp_acc'))}.",
+        f"token: {_pct(pre.get('baseline'))}; with the words of each segment shuffled: {_pct(pre.get('shuffled'))}, "
+        "close to the first while the model uses only which words occur, not their order); "
+        f"next-sentence accuracy {_pct(pre.get('nsp_acc'))}.",
         "",
         "## Pre-training",
         "",
