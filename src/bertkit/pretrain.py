@@ -258,7 +258,8 @@ def evaluate_pretraining(model: BertForPreTraining, data: PretrainingData, batch
         ids, freq = np.unique(batch["mlm_labels"][batch["mlm_labels"] != -100].cpu().numpy(), return_counts=True)
         for i, f in zip(ids.tolist(), freq.tolist(), strict=True):
             target_counts[i] = target_counts.get(i, 0) + f
-    out = {k: v / max(counts[objective.per.get(k, "mlm")], 1) for k, v in sums.items()}
+    per = {**objective.per, "mlm_shuffled_acc": "mlm"}
+    out = {k: v / max(counts[per[k]], 1) for k, v in sums.items()}
     out["loss"] = out["mlm_loss"] + out["nsp_loss"]
     out["mlm_baseline_acc"] = max(target_counts.values(), default=0) / max(counts["mlm"], 1)
     return out
