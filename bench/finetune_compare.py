@@ -1,6 +1,6 @@
 """Fine-tuning from all-MiniLM-L6-v2, bertkit beside transformers, on the same data, seed and settings.
 
-    python -m bench.finetune_compare --task sst2 rte mrpc conll squad [--only bertkit|transformers]
+    python -m bench.finetune_compare --task sst2 rte mrpc conll squad [--only bertkit|transformers] [--keep DIR]
 
 bertkit runs `bertkit.finetune.finetune` (its own loop: length-bucketed batches, unpadded encoder,
 fused AdamW). transformers runs a plain PyTorch loop over `BertFor*` (sdpa attention): random
@@ -159,6 +159,7 @@ def main() -> None:
     parser.add_argument("--task", nargs="+", default=["sst2", "rte", "mrpc", "conll", "squad"])
     parser.add_argument("--only", choices=["bertkit", "transformers"])
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--keep", type=Path, help="keep bertkit's fine-tuned runs in this folder (e.g. for `bertkit predict`)")
     args = parser.parse_args()
     torch.set_num_threads(2)
     RESULTS_DIR.mkdir(exist_ok=True)
@@ -174,7 +175,7 @@ def main() -> None:
                 if args.only and side != args.only:
                     continue
                 print(f"== {name} / {side}", flush=True)
-                r = run_bertkit(job, Path(tmp) / f"{name}-bertkit", args.seed) if side == "bertkit" else run_transformers(job, args.seed)
+                r = run_bertkit(job, (args.keep or Path(tmp)) / f"{name}-bertkit", args.seed) if side == "bertkit" else run_transformers(job, args.seed)
                 r.update(epochs=job.epochs, batch_size=job.batch_size, lr=job.lr, max_seq_length=job.max_seq_length,
                          seed=args.seed, date=time.strftime("%Y-%m-%d"), machine=platform.processor() or platform.machine())
                 results.setdefault(name, {})[side] = r
