@@ -3,6 +3,7 @@ reloads in transformers, predicts and evaluates through the pipeline and the CLI
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -88,11 +89,15 @@ def test_ner_and_qa_train_and_predict(tmp_path: Path, shared_data: Path, tiny_mo
     conll = (shared_data / "conll2003/eng.train").read_text(encoding="utf-8").split("\n\n")
     (tmp_path / "ner.txt").write_text("\n\n".join(conll[:80]) + "\n", encoding="utf-8")
     cfg = FinetuneSettings(task="ner", model=tiny_model, train=tmp_path / "ner.txt", dev=tmp_path / "ner.txt",
-                           out=tmp_path / "ner", epochs=1, batch_size=16, lr=1e-3, progress=False)
+                           out=tmp_path / "ner", epochs=1, batch_size=16, lr=1e-3, progress=False,
+                           task_options={"constrained": True})
     summary = finetune(cfg)
     assert "f1" in summary["best"]["dev"]
-    pred = pipeline(tmp_path / "ner" / "model")(["John lives in Berlin ."])[0]
+    ner = pipeline(tmp_path / "ner" / "model")
+    assert ner.task.constrained  # stored with the model
+    pred = ner(["John lives in Berlin ."])[0]
     assert pred["words"] == ["John", "lives", "in", "Berlin", "."] and len(pred["tags"]) == 5
+    assert all(not (b.startswith("I-") and a[2:] != b[2:]) for a, b in itertools.pairwise(["O", *pred["tags"]]))  # well-formed BIO
 
     squad = json.loads((shared_data / "squad_v1.1/dev-v1.1.json").read_text(encoding="utf-8"))
     squad["data"] = [dict(a, paragraphs=a["paragraphs"][:4]) for a in squad["data"][:2]]

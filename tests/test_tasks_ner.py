@@ -16,7 +16,7 @@ from bertkit.errors import BertkitError
 from bertkit.heads import IGNORE
 from bertkit.tasks import CRF, Dataset, NERTask
 from bertkit.tasks.ner import NERFeatures, token_windows
-from bertkit.tasks.schemes import convert
+from bertkit.tasks.schemes import allowed_transitions, convert
 from bertkit.tokenizer import Tokenizer
 
 
@@ -169,3 +169,27 @@ def test_tiny_model_batch(conll, en_tok: Tokenizer):
     assert torch.isfinite(out.loss)
     predictions = task.decode(features, out)
     assert [len(p.tags) for p in predictions] == [len(e.words) for e in few]
+
+
+def test_constrained_decoding_gives_the_most_probable_well_formed_sequence(en_tok: Tokenizer):
+    labels = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
+    start_ok, follow_ok, end_ok = allowed_transitions(labels, "BIOES")
+    data = NERTask().inputs_from_texts(["Ann met Bob Lee today"])
+    features = NERTask().featurize(data, en_tok, {label: i for i, label in enumerate(labels)})
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        logits = rng.normal(size=(1, len(features.rows[0]["input_ids"]), len(labels))).astype(np.float32) * 3
+        words = logits[0, features.positions[0]]  # (5, C)
+        if trial == 0:
+            words[0] = [0, 0, 9, 0, 0]  # argmax alone: I-PER opens the sentence, which BIOES forbids
+            logits[0, features.positions[0]] = words
+        log_probs = words - np.logaddexp.reduce(words, axis=1, keepdims=True)
+        best = max((seq for seq in itertools.product(range(len(labels)), repeat=len(words))
+                    if start_ok[seq[0]] and end_ok[seq[-1]] and all(follow_ok[a, b] for a, b in itertools.pairwise(seq))),
+                   key=lambda seq: sum(log_probs[i, t] for i, t in enumerate(seq)))
+        constrained = NERTask(constrained=True).decode(features, [logits])[0].tags
+        assert constrained == [labels[t] for t in best]
+        alone = NERTask().decode(features, [logits])[0].tags
+        assert alone == [labels[t] for t in words.argmax(1)]
+        if trial == 0:
+            assert alone[0] == "I-PER" and constrained != alone

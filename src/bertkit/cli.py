@@ -143,6 +143,8 @@ def cmd_finetune(args: argparse.Namespace) -> None:
         task_options["scheme"] = args.scheme
     if args.doc_stride:
         task_options["doc_stride"] = args.doc_stride
+    if args.constrained:
+        task_options["constrained"] = True
     cfg = FinetuneSettings(
         task=args.task, model=args.model, train=args.train, dev=args.dev, test=args.test, out=args.out,
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_seq_length=args.max_seq_length, seed=args.seed,
@@ -304,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheme", choices=["BIO", "BIOES"], help="ner: tagging scheme to learn (default: the file's)")
     p.add_argument("--doc-stride", type=int, help="qa: tokens between passage windows (default 128)")
     p.add_argument("--crf", action="store_true", help="ner: a CRF layer over the tags (Viterbi decoding)")
+    p.add_argument("--constrained", action="store_true",
+                   help="ner without --crf: decode the most probable tag sequence the scheme allows (well-formed "
+                        "BIO/BIOES), not each word's most probable tag alone")
     p.set_defaults(func=cmd_finetune)
 
     p = sub.add_parser("evaluate", help="scores of a fine-tuned model on a labelled file (JSON)",

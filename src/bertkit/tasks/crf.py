@@ -45,6 +45,15 @@ class CRF(nn.Module):
         """Gives a CRF over `labels` that rules out the transitions their scheme (BIO or BIOES) forbids."""
         return cls(len(labels), allowed_transitions(labels, scheme or scheme_of_labels(labels)))
 
+    @classmethod
+    def constraints(cls, labels: Sequence[str], scheme: str | None = None) -> CRF:
+        """Gives a CRF with no learned scores, only the scheme's forbidden transitions: decoding it over
+        per-word log-probabilities gives the most probable tag sequence the scheme allows."""
+        crf = cls.for_labels(labels, scheme)
+        for p in crf.parameters():
+            nn.init.zeros_(p)
+        return crf
+
     def _scores(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return (self.start + self.start_penalty, self.transitions + self.transition_penalty,
                 self.end + self.end_penalty)

@@ -82,12 +82,16 @@ class NERTask:
 
     `scheme` is the tagging scheme to learn ("BIO" or "BIOES"); None keeps the training file's own
     (IOB1 becoming BIO). `strict` scores only well-formed entities (seqeval's strict mode).
+    Without a CRF each word takes its most probable tag alone, as in BERT's paper; `constrained`
+    decodes instead the most probable tag sequence that the scheme allows (no I-X after O, no O
+    after B-X in BIOES, ...), so that predictions are well formed in the training scheme.
     """
 
     name: str = "ner"
     scheme: str | None = None
     max_seq_length: int = 128
     strict: bool = False
+    constrained: bool = False
     main_metric: str = "f1"
     model_class: type = BertForTokenClassification
     problem_type: str | None = None
@@ -167,11 +171,15 @@ class NERTask:
         return pad_rows(rows, pad_token_id)
 
     def decode(self, features: NERFeatures, outputs: Any, *, crf: CRF | None = None) -> list[TagPrediction]:
-        """Gives each sentence's word tags from the (rows, tokens, labels) logits: argmax, or Viterbi with `crf`."""
+        """Gives each sentence's word tags from the (rows, tokens, labels) logits: Viterbi with `crf`, the
+        best sequence the scheme allows (`constrained`), or each word's argmax."""
         rows = output_rows(outputs, ("logits",), features.lengths)
         per_row = [logits[pos] for (logits,), pos in zip(rows, features.positions, strict=True)]  # (words, C)
         if crf is not None:
             ids = _viterbi(crf, per_row)
+        elif self.constrained:
+            log_probs = [x - np.logaddexp.reduce(x, axis=-1, keepdims=True) for x in per_row]  # (words, C)
+            ids = _viterbi(CRF.constraints(features.labels, features.scheme), log_probs)
         else:
             ids = [x.argmax(-1) if len(x) else np.zeros(0, np.int64) for x in per_row]
         names = np.asarray(features.labels, dtype=object)
