@@ -66,3 +66,21 @@ def test_peak_memory_counts_what_the_block_allocates(monkeypatch):
         x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
         del x
     assert 60 < memory["step_mib"] < 100, memory
+
+
+def test_mlm_baselines_read_a_deterministic_corpus(tmp_path: Path) -> None:
+    """On text where every word has one successor, the bigram floors are near 100% and the unigram one near 1/50."""
+    from bench.mlm_baselines import baselines
+    from bertkit.pretraining import PretrainingData, prepare
+    from bertkit.tokenizer import Tokenizer
+
+    words = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(50)]
+    lines = [" ".join(words[(d + k) % 50] for k in range(12)) + " ." for d in range(400)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(lines[i : i + 10]) for i in range(0, 400, 10)) + "\n", encoding="utf-8")  # 40 documents
+    Tokenizer.train(lines, 200).save_pretrained(tmp_path / "vocab")
+    prepare([corpus], tmp_path / "vocab", tmp_path / "data", max_seq_length=32, eval_fraction=0.1, progress=False, workers=1)
+    scores = baselines(PretrainingData(tmp_path / "data"), PretrainingData(tmp_path / "data", "eval"), 64, seed=0)
+    assert scores["masked_tokens"] > 40
+    assert scores["unigram"] < 15
+    assert scores["bigram both sides"] > scores["left bigram"] > 55  # misses: a masked or special left neighbour, "."
