@@ -129,7 +129,7 @@ def run_transformers(job: Job, seed: int) -> dict[str, Any]:
     steps = steps_per_epoch * job.epochs
     sched = linear_schedule(opt, warmup_steps_for(steps, 0.1), steps)
     gen = torch.Generator().manual_seed(seed)
-    history = []
+    history, step = [], 0
     model.train()
     for _ in range(job.epochs):
         order = torch.randperm(len(train_f), generator=gen).tolist()
@@ -141,9 +141,9 @@ def run_transformers(job: Job, seed: int) -> dict[str, Any]:
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
-            done = len(history) * steps_per_epoch + lo // job.batch_size + 1
-            if done % max(1, steps // 20) == 0:
-                print(f"transformers: step {done}/{steps}, {time.perf_counter() - t0:.0f} s", flush=True)
+            step += 1
+            if step % max(1, steps // 20) == 0:
+                print(f"transformers: step {step}/{steps}, {time.perf_counter() - t0:.0f} s", flush=True)
         scores = task.score(dev_data, task.decode(dev_f, hf_outputs(model, task, dev_f)))
         history.append(scores)
     result: dict[str, Any] = {"dev": history[-1]}
