@@ -1,6 +1,6 @@
 """Pre-training curves, bertkit beside transformers: same initial weights, batches, optimizer and schedule.
 
-    python -m bench.pretrain_compare --data runs/demo-en-45/data [--steps 1000] [--lr 2e-3] [--batch-size 32]
+    python -m bench.pretrain_compare --data runs/demo-en-45/data [--steps 1000] [--lr 2e-3] [--batch-size 32] [--init bert|local]
 
 Both models start from one randomly initialized tiny BERT (saved by bertkit, loaded by transformers'
 `BertForPreTraining`), are fed the same `PretrainBatches` (dynamic masks, seed 0) and trained by the
@@ -8,7 +8,8 @@ same fp32 loop: AdamW (bertkit's parameter groups, eps 1e-6), linear warmup (5%)
 gradient clipping at 1.0. transformers computes its own loss from `labels` and `next_sentence_label`.
 Every quarter of the run both are scored by `evaluate_pretraining` on the held-out instances (MLM
 accuracy in order and with each segment's words shuffled). Equal curves say a plateau is the recipe's,
-not bertkit's. Results go to bench/results/pretrain_compare.json.
+not bertkit's. `--init local` starts both from bertkit's `model.init=local` (every head on a neighbour, the
+MLM bias at the data's unigram log-frequencies) instead of BERT's initialization. Results go to bench/results/pretrain_compare[-local].json.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.distributed import Context
-from bertkit.heads import BertForPreTraining
+from bertkit.heads import BertForPreTraining, unigram_bias_init
+from bertkit.model import INITS, local_attention_init
 from bertkit.optim import build_optimizer, linear_schedule
 from bertkit.pretrain import PretrainBatches, PretrainingObjective, evaluate_pretraining
 from bertkit.pretraining import PretrainingData
@@ -86,6 +88,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--init", choices=INITS, default="bert")
     args = parser.parse_args()
     torch.set_num_threads(2)
 
@@ -93,12 +96,16 @@ def main() -> None:
     torch.manual_seed(0)
     config = BertConfig.preset(args.preset, vocab_size=vocab_size, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     result: dict[str, object] = {"data": str(args.data), "steps": args.steps, "lr": args.lr, "batch_size": args.batch_size,
-                                 "preset": args.preset, "date": time.strftime("%Y-%m-%d")}
+                                 "preset": args.preset, "init": args.init, "date": time.strftime("%Y-%m-%d")}
     with tempfile.TemporaryDirectory() as init:
-        BertForPreTraining(config).save_pretrained(init)
+        model = BertForPreTraining(config)
+        if args.init == "local":
+            local_attention_init(model.bert)
+            unigram_bias_init(model, PretrainingData(args.data).token_counts())
+        model.save_pretrained(init)
         for side in ("bertkit", "transformers"):
             result[side] = curve(side, Path(init), args.data, args.steps, args.lr, args.batch_size)
-    path = RESULTS_DIR / "pretrain_compare.json"
+    path = RESULTS_DIR / ("pretrain_compare.json" if args.init == "bert" else f"pretrain_compare-{args.init}.json")
     path.write_text(json.dumps(result, indent=2) + "\n")
 
 

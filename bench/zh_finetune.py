@@ -1,9 +1,10 @@
 """What pre-training buys in Chinese: a BERT pre-trained by bertkit beside its randomly initialized twin.
 
-    python -m bench.zh_finetune --model runs/pretrain-zh/run/model [--task waimai msra ocnli cmrc] [--out DIR]
+    python -m bench.zh_finetune --model runs/pretrain-zh/run/model [--task waimai msra ocnli cmrc] [--out DIR] [--init local|bert]
 
 Both start from the same architecture and vocabulary (the twin is `BertForPreTraining(config)` with
-seed 1) and are fine-tuned by `bertkit.finetune` with the same data, seed and settings:
+seed 1, given the same initializer as the pre-training started from: `--init`, `local` by default as in
+scripts/pretrain_shared.sh) and are fine-tuned by `bertkit.finetune` with the same data, seed and settings:
 
 - waimai_10k: sentiment, a fixed 80/10/10 split (`bertkit.tasks.readers.split`, seed 0): train on
   80%, pick the epoch on 10%, report accuracy on the other 10%.
@@ -30,6 +31,7 @@ import torch
 
 from bertkit.finetune import FinetuneSettings, finetune
 from bertkit.heads import BertForPreTraining
+from bertkit.model import INITS, local_attention_init
 from bertkit.tasks.readers import read_table, split
 from bertkit.tokenizer import Tokenizer
 
@@ -91,12 +93,15 @@ def files(name: str, folder: Path, max_train: int | None) -> tuple[Path, Path, P
     return SHARED_DATA / "cmrc2018" / "trial.json", SHARED_DATA / "cmrc2018" / "dev.json", None
 
 
-def scratch_twin(model: Path, folder: Path) -> Path:
-    """The same architecture and vocabulary as `model`, randomly initialized (seed 1)."""
+def scratch_twin(model: Path, folder: Path, init: str) -> Path:
+    """The same architecture and vocabulary as `model`, randomly initialized (seed 1) as the pre-training began."""
     out = folder / "scratch"
     config = BertForPreTraining.from_pretrained(model).config
     torch.manual_seed(1)
-    BertForPreTraining(config).save_pretrained(out)
+    twin = BertForPreTraining(config)
+    if init == "local":
+        local_attention_init(twin.bert)
+    twin.save_pretrained(out)
     Tokenizer.from_pretrained(model).save_pretrained(out)
     return out
 
@@ -129,6 +134,7 @@ def main() -> None:
     parser.add_argument("--task", nargs="+", choices=list(JOBS), default=list(JOBS))
     parser.add_argument("--max-train", type=int, help="MSRA: train on the first N sentences only")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--init", choices=INITS, default="local", help="how the pre-training's model was initialized")
     parser.add_argument("--out", type=Path, default=Path("runs/zh-finetune"), help="where the fine-tuned models go")
     args = parser.parse_args()
     RESULTS_DIR.mkdir(exist_ok=True)
@@ -136,13 +142,13 @@ def main() -> None:
     results = json.loads(path.read_text()) if path.is_file() else {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        models = {"pretrained": args.model, "scratch": scratch_twin(args.model, folder)}
+        models = {"pretrained": args.model, "scratch": scratch_twin(args.model, folder, args.init)}
         for name in args.task:
             train, dev, test = files(name, folder, args.max_train)
             for init, model in models.items():
                 print(f"== {name} / {init}", flush=True)
                 r = run(JOBS[name], model, train, dev, test, args.out / f"{name}-{init}", args.seed)
-                r.update(model=str(args.model), train=str(train.name), max_train=args.max_train if name == "msra" else None,
+                r.update(model=str(args.model), init=args.init, train=str(train.name), max_train=args.max_train if name == "msra" else None,
                          date=time.strftime("%Y-%m-%d"))
                 results.setdefault(name, {})[init] = r
                 path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")

@@ -140,6 +140,24 @@ def test_torchrun_two_processes_equal_one(tmp_path: Path, data_dir: Path) -> Non
         torch.testing.assert_close(wa[k], wb[k], atol=1e-5, rtol=1e-4, msg=k)
 
 
+def test_local_init_starts_from_the_data_unigram_and_heads_on_neighbours(tmp_path: Path, data_dir: Path) -> None:
+    from bertkit.pretraining import PretrainingData
+
+    run = tmp_path / "run"
+    # one step at a negligible rate: the exported model is the initialization
+    assert main(["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "1", "--batch-size", "4",
+                 "--lr", "1e-12", "model.init=local", *TINY]) == 0
+    model = bertkit.BertForPreTraining.from_pretrained(run / "model")
+    counts = np.bincount(np.concatenate([np.load(p) for p in sorted(data_dir.glob("*train*.ids.npy"))]),
+                         minlength=model.config.vocab_size)
+    assert counts.sum() > 10_000 and np.array_equal(counts, PretrainingData(data_dir).token_counts())
+    expected = np.log((counts + 1) / (counts + 1).sum())
+    assert np.allclose(model.mlm.bias.detach().numpy(), expected, atol=1e-5)
+    # the position table is sinusoidal on the first head_dim / 2 pairs: each pair has a constant norm
+    pairs = model.bert.embeddings.position_embeddings.weight.detach()[:, :32].reshape(-1, 16, 2).norm(dim=-1)
+    assert torch.allclose(pairs, pairs[0].expand_as(pairs), rtol=1e-3)
+
+
 def test_unknown_key_and_bad_values_are_one_line_errors(tmp_path: Path, data_dir: Path, capsys) -> None:
     base = ["pretrain", "--data", str(data_dir), "--out", str(tmp_path / "r")]
     for extra, expected in [
@@ -147,6 +165,7 @@ def test_unknown_key_and_bad_values_are_one_line_errors(tmp_path: Path, data_dir
         (["train.precision=fp8"], "train.precision must be fp32, bf16 or fp16"),
         (["--steps", "0"], "train.steps must be positive"),
         (["--batch-size", "7", "train.accumulation=2"], "not divisible by accumulation"),
+        (["model.init=xavier"], "model.init must be one of bert, local"),
     ]:
         assert main(base + extra) == 2
         err = capsys.readouterr().err.strip()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -67,6 +68,18 @@ def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torc
     start = F.cross_entropy(start_logits.float(), starts, ignore_index=T)
     end = F.cross_entropy(end_logits.float(), ends, ignore_index=T)
     return (start + end) / 2
+
+
+@torch.no_grad()
+def unigram_bias_init(model: BertForPreTraining, counts: np.ndarray) -> None:
+    """Sets the MLM output bias to the log-frequencies of the tokens (add-one smoothed), so that the model starts
+    out predicting the unigram distribution instead of learning it first. Learning it from a zero bias floods
+    the residual stream with one shared direction that, through the post-LN layers, washes out what the
+    attention heads read from their neighbours (docs/pretraining.md)."""
+    n = min(len(counts), model.config.vocab_size)
+    freq = torch.ones(model.config.vocab_size, dtype=torch.float64)
+    freq[:n] += torch.as_tensor(counts[:n], dtype=torch.float64)
+    model.mlm.bias.copy_((freq / freq.sum()).log().to(model.mlm.bias.dtype))
 
 
 @dataclass

@@ -23,7 +23,8 @@ from . import distributed, settings
 from .config import PRESETS, BertConfig
 from .errors import BertkitError
 from .fileio import atomic_write_text
-from .heads import BertForPreTraining
+from .heads import BertForPreTraining, unigram_bias_init
+from .model import INITS, local_attention_init
 from .optim import build_optimizer, warmup_steps_for
 from .pretraining import PretrainingData, collate
 from .settings import check
@@ -39,6 +40,9 @@ log = logging.getLogger("bertkit")
 class ModelSettings:
     preset: str = "tiny"
     init_from: Path | None = None  # a model folder to continue from (e.g. phase 2, or domain adaptation)
+    # A new model's starting weights: "bert" (Google's), or "local": every attention head starts on a neighbour and
+    # the MLM output bias at the log-frequencies of the data's tokens (see docs/pretraining.md).
+    init: str = "bert"
     vocab_size: int | None = None  # default: the data's vocabulary
     hidden_size: int | None = None
     num_hidden_layers: int | None = None
@@ -52,9 +56,10 @@ class ModelSettings:
 
     def __post_init__(self) -> None:
         check(self.preset in PRESETS, f"model.preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
+        check(self.init in INITS, f"model.init must be one of {', '.join(INITS)}, got {self.init!r}")
 
     def config(self, vocab_size: int) -> BertConfig:
-        fields = {k: v for k, v in self.__dict__.items() if k not in ("preset", "init_from") and v is not None}
+        fields = {k: v for k, v in self.__dict__.items() if k not in ("preset", "init_from", "init") and v is not None}
         fields.setdefault("vocab_size", vocab_size)
         if "hidden_size" in fields and "intermediate_size" not in fields:
             fields["intermediate_size"] = 4 * fields["hidden_size"]
@@ -301,6 +306,9 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
         model = BertForPreTraining.from_pretrained(cfg.model.init_from)
     else:
         model = BertForPreTraining(cfg.model.config(tokenizer.vocab_size))
+        if cfg.model.init == "local":
+            local_attention_init(model.bert)
+            unigram_bias_init(model, datasets[0].token_counts())
     if model.config.vocab_size < tokenizer.vocab_size:
         raise BertkitError(f"model vocab_size {model.config.vocab_size} is smaller than the data's vocabulary ({tokenizer.vocab_size})")
     for data in datasets:

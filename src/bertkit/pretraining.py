@@ -1227,6 +1227,13 @@ class PretrainingData:
             self._arrays[s] = arrays
         return arrays
 
+    def token_counts(self) -> np.ndarray:
+        """How often each vocabulary id occurs in this split's text, special tokens included: (vocab_size,) int64."""
+        counts = np.zeros(self.vocab_size, dtype=np.int64)
+        for s in range(len(self._shards)):
+            counts += np.bincount(self._shard(s)["ids"], minlength=self.vocab_size)[: self.vocab_size]
+        return counts
+
     def check_compatible(self, vocab_dir_or_tokenizer: str | Path | Tokenizer, max_position_embeddings: int) -> None:
         """Raises BertkitError when this data was prepared for another vocabulary or a longer sequence."""
         tok = vocab_dir_or_tokenizer

@@ -67,7 +67,7 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
         f"# bertkit demo ({cfg.lang})",
         "",
         f"A {cfg.preset} BERT pre-trained for {pre.get('steps', '?')} steps on built-in public-domain text, then fine-tuned on "
-        f"four tasks beside a randomly initialized twin. Pre-training wins on **{wins} of {len(rows)}** tasks.",
+        f"four tasks beside a randomly initialized twin (the same initialization, no pre-training). Pre-training wins on **{wins} of {len(rows)}** tasks.",
         "",
         "| task | metric | from scratch | pre-trained | gain |",
         "|---|---|---:|---:|---:|",
@@ -75,7 +75,7 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
         "",
         f"Held-out masked-LM accuracy after pre-training: **{_pct(pre.get('mlm_acc'))}** (always guessing the most frequent "
         f"token: {_pct(pre.get('baseline'))}; with the words of each segment shuffled: {_pct(pre.get('shuffled'))}, "
-        "close to the first while the model uses only which words occur, not their order); "
+        "the drop from the first is what the model reads from word order, beyond which words occur); "
         f"next-sentence accuracy {_pct(pre.get('nsp_acc'))}.",
         "",
         "## Pre-training",
