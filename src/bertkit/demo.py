@@ -225,7 +225,7 @@ def _scratch_twin(out: Path, cfg: DemoSettings) -> dict[str, Any]:
     local_attention_init(twin.bert)
     twin.save_pretrained(out / "scratch")
     Tokenizer.from_pretrained(out / "pretrain" / "model").save_pretrained(out / "scratch")
-    return {"parameters": sum(p.numel() for p in BertForPreTraining(config).parameters())}
+    return {"parameters": twin.num_parameters()}
 
 
 FINETUNE = {  # task: (epochs, batch size, learning rate, max sequence length)
