@@ -24,10 +24,10 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.distributed import Context
-from bertkit.heads import BertForPreTraining, unigram_bias_init
-from bertkit.model import INITS, local_attention_init
+from bertkit.heads import BertForPreTraining
+from bertkit.model import INITS
 from bertkit.optim import build_optimizer, linear_schedule
-from bertkit.pretrain import PretrainBatches, PretrainingObjective, evaluate_pretraining
+from bertkit.pretrain import PretrainBatches, PretrainingObjective, evaluate_pretraining, initialize
 from bertkit.pretraining import PretrainingData
 
 from .common import RESULTS_DIR
@@ -99,9 +99,7 @@ def main() -> None:
                                  "preset": args.preset, "init": args.init, "date": time.strftime("%Y-%m-%d")}
     with tempfile.TemporaryDirectory() as init:
         model = BertForPreTraining(config)
-        if args.init == "local":
-            local_attention_init(model.bert)
-            unigram_bias_init(model, PretrainingData(args.data).token_counts())
+        initialize(model, args.init, PretrainingData(args.data))
         model.save_pretrained(init)
         for side in ("bertkit", "transformers"):
             result[side] = curve(side, Path(init), args.data, args.steps, args.lr, args.batch_size)

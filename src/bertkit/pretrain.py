@@ -292,6 +292,14 @@ def pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool = False) -> Path
         distributed.teardown()
 
 
+def initialize(model: BertForPreTraining, init: str, data: PretrainingData) -> None:
+    """Applies `model.init` to a freshly built model: "bert" leaves BERT's initialization; "local" starts every
+    head on a neighbour and the MLM bias at the log-frequencies of `data`'s tokens (docs/pretraining.md)."""
+    if init == "local":
+        local_attention_init(model.bert)
+        unigram_bias_init(model, data.token_counts())
+
+
 def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distributed.Context) -> Path:
     run_dir = Path(run_dir)
     config_path = run_dir / "config.json"
@@ -306,9 +314,7 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
         model = BertForPreTraining.from_pretrained(cfg.model.init_from)
     else:
         model = BertForPreTraining(cfg.model.config(tokenizer.vocab_size))
-        if cfg.model.init == "local":
-            local_attention_init(model.bert)
-            unigram_bias_init(model, datasets[0].token_counts())
+        initialize(model, cfg.model.init, datasets[0])
     if model.config.vocab_size < tokenizer.vocab_size:
         raise BertkitError(f"model vocab_size {model.config.vocab_size} is smaller than the data's vocabulary ({tokenizer.vocab_size})")
     for data in datasets:
