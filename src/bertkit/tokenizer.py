@@ -477,19 +477,33 @@ class Tokenizer:
         """Gives a tokenizer whose WordPiece vocabulary is learnt from `texts` (specials first, in order).
 
         The text is normalized and split exactly as when encoding, so every CJK ideograph is a word
-        and the vocabulary of a cased tokenizer keeps case.
+        and the vocabulary of a cased tokenizer keeps case. `texts` is read twice (an iterator is
+        first kept in a list): tokenizers' trainer numbers the "##" characters in hash order and
+        breaks ties between equally frequent merges by those numbers, so the same text could give
+        different pieces from run to run (huggingface/tokenizers#1794). A first pass collects the
+        "##" characters; the second passes them sorted after the specials, which fixes their ids,
+        so the same text and settings give the same vocabulary, id for id.
         """
         if vocab_size <= len(special_tokens):
             raise BertkitError(f"vocab_size={vocab_size} leaves no room beyond {len(special_tokens)} special tokens")
+        if iter(texts) is texts:
+            texts = list(texts)
         strip = lowercase if strip_accents is None else strip_accents
-        backend = _backend(None, lowercase, strip, tokenize_chinese_chars)
-        options: dict[str, Any] = {"limit_alphabet": limit_alphabet} if limit_alphabet is not None else {}
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show_progress,
-            special_tokens=list(special_tokens), continuing_subword_prefix="##", **options,
-        )
-        backend.train_from_iterator(texts, trainer=trainer)
-        return cls(backend.get_vocab(), do_lower_case=lowercase, strip_accents=strip_accents,
+
+        def learn(size: int, specials: list[str]) -> dict[str, int]:
+            backend = _backend(None, lowercase, strip, tokenize_chinese_chars)
+            options: dict[str, Any] = {"limit_alphabet": limit_alphabet} if limit_alphabet is not None else {}
+            trainer = trainers.WordPieceTrainer(
+                vocab_size=size, min_frequency=min_frequency, show_progress=show_progress,
+                special_tokens=specials, continuing_subword_prefix="##", **options,
+            )
+            backend.train_from_iterator(texts, trainer=trainer)
+            return backend.get_vocab()
+
+        alphabet = learn(len(special_tokens) + 1, list(special_tokens))  # no merges: the characters only
+        continuing = sorted(piece for piece in alphabet if piece.startswith("##") and piece not in special_tokens)
+        vocab = learn(vocab_size, [*special_tokens, *continuing])
+        return cls(vocab, do_lower_case=lowercase, strip_accents=strip_accents,
                    tokenize_chinese_chars=tokenize_chinese_chars)
 
     @classmethod
@@ -502,8 +516,16 @@ class Tokenizer:
         if on_error not in ("stop", "skip"):
             raise BertkitError(f"on_error must be 'stop' or 'skip', got {on_error!r}")
         bad = skipped if skipped is not None else []
-        lines = (_file_lines(f, bad if on_error == "skip" else None) for f in _text_files(paths))
-        return cls.train(itertools.chain.from_iterable(lines), vocab_size, **options)
+        files = _text_files(paths)
+
+        class Lines:  # readable twice, as `train` reads it
+            def __iter__(self) -> Iterator[str]:
+                for f in files:
+                    yield from _file_lines(f, bad if on_error == "skip" else None)
+
+        tok = cls.train(Lines(), vocab_size, **options)
+        bad[:] = dict.fromkeys(bad)  # each skipped line once, though read twice
+        return tok
 
     # --- vocabulary -------------------------------------------------------------------------
 
