@@ -13,7 +13,7 @@ scripts/pretrain_shared.sh) and are fine-tuned by `bertkit.finetune` with the sa
 - CMRC 2018: span QA, trained on trial.json, F1 and EM on dev.json.
 
 Fine-tuned models stay in OUT/<task>-<init>/model (default runs/zh-finetune) for `bertkit predict`;
-results go to bench/results/zh_finetune.json and print as a Markdown table.
+results go to bench/results/zh_finetune-INIT.json and print as a Markdown table.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/zh-finetune"), help="where the fine-tuned models go")
     args = parser.parse_args()
     RESULTS_DIR.mkdir(exist_ok=True)
-    path = RESULTS_DIR / "zh_finetune.json"
+    path = RESULTS_DIR / f"zh_finetune-{args.init}.json"
     results = json.loads(path.read_text()) if path.is_file() else {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
