@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import pytest
@@ -140,6 +142,9 @@ def test_local_init_points_each_head_at_its_neighbour(tmp_path: Path, preset: st
             on_target = probs[:, h, i, i + offset].mean().item()
             assert on_target > 0.3, (h, on_target)  # uniform would be 1/64
             assert (probs[:, h, i].argmax(-1) == i + offset).float().mean() > 0.9
+            cls = probs[:, h, 0]  # [CLS] reads the whole sequence: near-uniform
+            entropy = -(cls * cls.clamp_min(1e-12).log()).sum(-1).mean().item()
+            assert entropy > 0.8 * math.log(64), (h, entropy)
     with pytest.raises(BertkitError, match="model.init must be one of"):
         ModelSettings(init="sinusoid")
 

@@ -252,6 +252,7 @@ def local_attention_init(model: BertModel) -> None:
     pe = torch.zeros_like(table)
     pe[:, 0:d:2], pe[:, 1:d:2] = torch.sin(angles), torch.cos(angles)
     table.copy_(pe * word_norm / (d / 2) ** 0.5)
+    table[0].zero_()  # [CLS]'s position: no offset to match, so its queries spread over the whole sequence
     a = 16 * hd**0.5 / H
     f = torch.arange(d // 2)
     for layer in model.layers:
