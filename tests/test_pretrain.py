@@ -153,9 +153,11 @@ def test_local_init_starts_from_the_data_unigram_and_heads_on_neighbours(tmp_pat
     assert counts.sum() > 10_000 and np.array_equal(counts, PretrainingData(data_dir).token_counts())
     expected = np.log((counts + 1) / (counts + 1).sum())
     assert np.allclose(model.mlm.bias.detach().numpy(), expected, atol=1e-5)
-    # the position table is sinusoidal on the first head_dim / 2 pairs: each pair has a constant norm
+    # the position table is sinusoidal on the first head_dim / 2 pairs: each pair has a constant norm, except
+    # at [CLS]'s position 0, left at zero so that its queries spread over the whole sequence
     pairs = model.bert.embeddings.position_embeddings.weight.detach()[:, :32].reshape(-1, 16, 2).norm(dim=-1)
-    assert torch.allclose(pairs, pairs[0].expand_as(pairs), rtol=1e-3)
+    assert torch.allclose(pairs[1:], pairs[1].expand_as(pairs[1:]), rtol=1e-3) and pairs[1].min() > 0
+    assert pairs[0].abs().max() == 0
 
 
 def test_unknown_key_and_bad_values_are_one_line_errors(tmp_path: Path, data_dir: Path, capsys) -> None:
