@@ -119,6 +119,43 @@ def test_sigint_saves_a_checkpoint_and_resume_finishes(tmp_path: Path, data_dir:
     assert max(losses(run)) == step + 2
 
 
+def test_a_time_budget_stops_the_run_and_its_rate_reaches_zero_with_the_time(tmp_path: Path, data_dir: Path) -> None:
+    run = tmp_path / "run"
+    args = ["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "100000", "--batch-size", "8",
+            "--lr", "1e-3", *TINY, "train.minutes=0.05", "optim.warmup=0.2", "log.every=1", "log.eval_every=0",
+            "checkpoint.every=0"]
+    t0 = time.perf_counter()
+    assert main(args) == 0
+    assert 3.0 <= time.perf_counter() - t0 < 30
+    rows = [r for r in read_log(run / "log.jsonl") if "lr" in r]
+    steps, lr = [r["step"] for r in rows], [r["lr"] for r in rows]
+    assert 4 <= steps[-1] < 100000  # stopped by the clock
+    top = lr.index(max(lr))
+    assert 0 < top < len(lr) - 1 and max(lr) > 0.5e-3  # warmed up over the first fifth of the time, then decayed
+    assert lr[-1] < 0.15 * max(lr) and all(a >= b for a, b in zip(lr[top:], lr[top + 1:], strict=False))
+    elapsed = torch.load(next((run / "checkpoints").iterdir()), weights_only=False)["elapsed"]
+    assert 3.0 <= elapsed < 4.0
+
+    # interrupted, a budget run resumes with the time it had left, its rate continuing the decay
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen(cli(*args[:4], str(cut), *args[5:], "train.minutes=0.1"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while max(losses(cut), default=0) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    saved = torch.load(next((cut / "checkpoints").iterdir()), weights_only=False)
+    assert 0 < saved["elapsed"] < 5.0
+    assert main(["pretrain", "--out", str(cut), "--resume"]) == 0
+    rows = [r for r in read_log(cut / "log.jsonl") if "lr" in r]
+    assert [r["step"] for r in rows] == list(range(1, len(rows) + 1))
+    assert rows[-1]["lr"] < 0.15e-3
+    final = torch.load(max((cut / "checkpoints").iterdir()), weights_only=False)["elapsed"]
+    assert 6.0 <= final < 7.5
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
 def test_torchrun_two_processes_equal_one(tmp_path: Path, data_dir: Path) -> None:
     args = ["pretrain", "--data", str(data_dir), "--steps", "4", "--batch-size", "8", "--lr", "1e-3",

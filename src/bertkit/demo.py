@@ -20,7 +20,6 @@ from typing import Any
 import torch
 
 from . import settings
-from .config import BertConfig
 from .errors import BertkitError
 from .fileio import atomic_write_text
 from .finetune import FinetuneSettings, finetune
@@ -151,33 +150,33 @@ def _prepare(src: Path, out: Path, cfg: DemoSettings) -> dict[str, Any]:
     return {k: v for k, v in meta.get("counts", {}).items() if isinstance(v, int)}
 
 
-def _pretrain_settings(out: Path, cfg: DemoSettings, steps: int) -> PretrainSettings:
+def _pretrain_settings(out: Path, cfg: DemoSettings, seconds: float) -> PretrainSettings:
+    budget = [] if cfg.smoke else [f"train.minutes={seconds / 60:.3f}"]  # the steps are as many as the minutes allow
     return settings.load(PretrainSettings, overrides=[
-        f"data.path={json.dumps(str(out / 'data'))}", f"model.preset={json.dumps(cfg.preset)}", f"train.steps={steps}",
+        f"data.path={json.dumps(str(out / 'data'))}", f"model.preset={json.dumps(cfg.preset)}",
+        f"train.steps={12 if cfg.smoke else 1_000_000}", *budget,
         # Heads that start on their neighbours (model.init=local): with BERT's uniform start, minutes of pre-training
         # leave a bag of words (docs/pretraining.md). Dropout off: a budget of minutes is far from over-fitting.
         "model.init=local", "train.batch_size=32", "optim.lr=1e-3", "optim.warmup=0.05", f"train.seed={cfg.seed}",
         "model.hidden_dropout_prob=0", "model.attention_probs_dropout_prob=0",
         f"train.precision={'bf16' if _fast_bf16() else 'fp32'}",
-        "checkpoint.every=100", "checkpoint.keep=1", f"log.every={max(1, steps // 100)}",
-        f"log.eval_every={max(10, steps // 8)}", "data.eval_batches=8", f"log.progress={'true' if cfg.progress else 'false'}",
+        "checkpoint.every=100", "checkpoint.keep=1", "log.every=20", "log.eval_every=250", "data.eval_batches=8",
+        f"log.progress={'true' if cfg.progress else 'false'}",
     ])
 
 
 def _pretrain(out: Path, cfg: DemoSettings, seconds: float) -> dict[str, Any]:
     run = out / "pretrain"
     saved = run / "config.json"
-    if saved.is_file():  # an interrupted pre-training: same settings, continue from its checkpoint
-        pcfg = settings.load(PretrainSettings, saved)
-    else:
-        steps = 12 if cfg.smoke else max(50, int(seconds * _steps_per_second(out, cfg) * 0.9))
-        pcfg = _pretrain_settings(out, cfg, steps)
+    # an interrupted pre-training continues from its checkpoint with its settings, in the time it had left
+    pcfg = settings.load(PretrainSettings, saved) if saved.is_file() else _pretrain_settings(out, cfg, seconds)
     pretrain(pcfg, run, resume=saved.is_file())
     plot_run(run, out / "pretrain.png", title="pre-training")
-    evals = [r for r in read_log(run / "log.jsonl") if "eval_mlm_acc" in r]
+    rows = read_log(run / "log.jsonl")
+    evals = [r for r in rows if "eval_mlm_acc" in r]
     last = evals[-1] if evals else {}
-    return {"steps": pcfg.train.steps, "mlm_acc": last.get("eval_mlm_acc"), "baseline": last.get("eval_mlm_baseline_acc"),
-            "shuffled": last.get("eval_mlm_shuffled_acc"),
+    return {"steps": rows[-1]["step"] if rows else 0, "mlm_acc": last.get("eval_mlm_acc"),
+            "baseline": last.get("eval_mlm_baseline_acc"), "shuffled": last.get("eval_mlm_shuffled_acc"),
             "nsp_acc": last.get("eval_nsp_acc")}
 
 
@@ -187,33 +186,6 @@ def _fast_bf16() -> bool:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
         return False
-
-
-def _steps_per_second(out: Path, cfg: DemoSettings) -> float:
-    """Times a few pre-training steps of this preset on this machine, so the run fits its minutes."""
-    from .distributed import Context
-    from .optim import build_optimizer
-    from .pretrain import PretrainBatches, PretrainingObjective
-    from .pretraining import PretrainingData
-
-    data = PretrainingData(out / "data")
-    model = BertForPreTraining(BertConfig.preset(cfg.preset, vocab_size=Tokenizer.from_pretrained(out / "data").vocab_size,
-                                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))  # as the run
-    opt = build_optimizer(model)
-    batches = PretrainBatches([(0, data, 32)], 1, Context(0, 1, 0, torch.device("cpu")), cfg.seed)
-    objective = PretrainingObjective()
-    times = []
-    for step in range(20):
-        batch = batches[step][0]
-        t = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=_fast_bf16()):
-            sums = objective(model, batch)
-        (sums["mlm_loss"] + sums["nsp_loss"]).backward()
-        opt.step()
-        opt.zero_grad()
-        times.append(time.perf_counter() - t)
-    # the slower quartile of the steps after two warm-up steps (a short sample runs fast), plus logging and evaluation
-    return 1.0 / (sorted(times[2:])[13] * 1.15)
 
 
 def _scratch_twin(out: Path, cfg: DemoSettings) -> dict[str, Any]:

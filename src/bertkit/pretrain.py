@@ -29,7 +29,7 @@ from .optim import build_optimizer, warmup_steps_for
 from .pretraining import PretrainingData, collate
 from .settings import check
 from .tokenizer import Tokenizer
-from .train import LoopConfig, set_seed, train
+from .train import Clock, LoopConfig, set_seed, train
 
 log = logging.getLogger("bertkit")
 
@@ -101,6 +101,9 @@ class OptimSettings:
 @dataclass(frozen=True)
 class TrainSettings:
     steps: int = 1000
+    # > 0: a wall-clock budget (Cramming): the run stops when it is spent, or at `steps`, and the learning rate
+    # warms up and decays over the fraction of the budget spent rather than of the steps
+    minutes: float = 0.0
     batch_size: int = 32  # sequences per optimizer step, over all processes and micro-batches
     accumulation: int = 1  # micro-batches per step
     precision: str = "fp32"  # fp32 | bf16 | fp16 (CUDA)
@@ -110,6 +113,7 @@ class TrainSettings:
 
     def __post_init__(self) -> None:
         check(self.steps > 0, f"train.steps must be positive, got {self.steps}")
+        check(self.minutes >= 0, f"train.minutes must be >= 0 (0: no time budget), got {self.minutes}")
         check(self.batch_size > 0, f"train.batch_size must be positive, got {self.batch_size}")
         check(self.accumulation > 0, f"train.accumulation must be positive, got {self.accumulation}")
         check(self.precision in ("fp32", "bf16", "fp16"), f"train.precision must be fp32, bf16 or fp16, got {self.precision!r}")
@@ -306,6 +310,8 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
     if config_path.exists() and not resume:
         raise BertkitError(f"{run_dir} already holds a run: add --resume to continue it, or choose another --out")
     phases = cfg.resolved_phases()
+    if cfg.train.minutes and len(phases) > 1:
+        raise BertkitError("train.minutes (a time budget) works with one phase; give the phases steps instead")
     datasets = [PretrainingData(p.data, "train") for p in phases]
     tokenizer = Tokenizer.from_pretrained(phases[0].data)
     set_seed(cfg.train.seed + ctx.rank)
@@ -338,7 +344,8 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
 
     o = cfg.optim
     optimizer = build_optimizer(model, o.name, 1.0, tuple(o.betas), o.eps, o.weight_decay)  # the schedule gives the rate
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _phase_lr(lr_plan))
+    clock = Clock(cfg.train.minutes * 60) if cfg.train.minutes else None
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _phase_lr(lr_plan) if clock is None else _budget_lr(lr_plan[0], clock))
     if ctx.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(config_path, json.dumps(settings.to_dict(cfg), indent=2) + "\n")
@@ -357,7 +364,7 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
     t0 = time.perf_counter()
     batches = PretrainBatches(schedule, cfg.train.accumulation, ctx, cfg.train.seed)
     train(step_model, PretrainingObjective(), batches, optimizer, scheduler, loop, run_dir, ctx,
-          evaluate=evaluate, resume=resume, run_config=settings.to_dict(cfg))
+          evaluate=evaluate, resume=resume, run_config=settings.to_dict(cfg), clock=clock)
     out = run_dir / "model"
     if ctx.is_main:
         export(model, tokenizer, out)
@@ -376,6 +383,21 @@ def _phase_lr(plan: list[tuple[int, int, float, int]]):
         if local < warmup:
             return peak * local / warmup
         return peak * max(0.0, (steps - local) / max(1, steps - warmup))
+
+    return lr
+
+
+def _budget_lr(phase: tuple[int, int, float, int], clock: Clock):
+    """The learning rate under a time budget: warmup and linear decay over the fraction of the budget spent
+    (or of the steps, if they run out first), so that the rate reaches zero when the time does."""
+    _, steps, peak, warmup = phase
+    w = warmup / steps
+
+    def lr(step: int) -> float:
+        f = max(clock.fraction, step / steps)
+        if f < w:
+            return peak * f / w
+        return peak * max(0.0, (1 - f) / max(1e-9, 1 - w))
 
     return lr
 

@@ -82,6 +82,22 @@ class LoopState:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
+class Clock:
+    """A budget of wall-clock seconds for a run (Cramming's way of training "for a day"): the loop stops when
+    it is spent, and a schedule can read `fraction` instead of the step. Elapsed time is checkpointed, so a
+    resumed run spends only what is left."""
+
+    def __init__(self, seconds: float):
+        if seconds <= 0:
+            raise BertkitError(f"a time budget must be positive, got {seconds} s")
+        self.seconds = seconds
+        self.elapsed = 0.0
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.elapsed / self.seconds)
+
+
 def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -102,8 +118,10 @@ def train(
     evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
     resume: bool = False,
     run_config: dict[str, Any] | None = None,
+    clock: Clock | None = None,
 ) -> LoopState:
-    """Runs optimizer steps until `cfg.steps`; gives the final state. Ctrl-C or SIGTERM saves and stops."""
+    """Runs optimizer steps until `cfg.steps`, or until `clock`'s budget is spent; gives the final state.
+    Ctrl-C or SIGTERM saves and stops."""
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "checkpoints"
     state = LoopState()
@@ -115,7 +133,9 @@ def train(
         if path is None:
             log.warning("%s: no checkpoint to resume from; starting at step 0", ckpt_dir)
         else:
-            load_checkpoint(path, model, optimizer, scheduler, scaler, state, ctx)
+            elapsed = load_checkpoint(path, model, optimizer, scheduler, scaler, state, ctx)
+            if clock is not None:
+                clock.elapsed = elapsed
             log.warning("resumed from %s at step %d", path, state.step)
     metrics_log = MetricsLog(run_dir, enabled=ctx.is_main, truncate_after=state.step)
 
@@ -130,6 +150,7 @@ def train(
     bar = tqdm(total=cfg.steps, initial=state.step, disable=not (cfg.progress and ctx.is_main), unit="step",
                dynamic_ncols=True)
     interval = _Interval()
+    started = time.perf_counter() - (clock.elapsed if clock else 0.0)
     model.train()
     try:
         for step, micro_batches, tokens in _prefetch(batches, state.step, cfg.steps, cfg.num_workers, ctx.device):
@@ -149,17 +170,24 @@ def train(
             scaler.step(optimizer)
             scaler.update()
             lr = scheduler.get_last_lr()[0]
+            if clock is not None and (ctx.world_size == 1 or (step + 1) % cfg.log_every == 0):
+                # before the schedule's step, which may read the budget's fraction; under torchrun every process
+                # takes rank 0's clock, at log steps only, so that all agree on the rate and on when to stop
+                clock.elapsed = _rank0_value(time.perf_counter() - started, ctx)
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             state.step = step + 1
             bar.update(1)
 
-            done = state.step == cfg.steps
+            done = state.step == cfg.steps or (clock is not None and clock.fraction >= 1.0)
             if state.step % cfg.log_every == 0 or done:
                 row = {"step": state.step, "lr": lr, "grad_norm": float(grad_norm), **interval.flush(objective, ctx)}
                 metrics_log.write(row)
                 state.history.append(row)
                 bar.set_postfix({k: _short(v) for k, v in row.items() if k in ("loss", "mlm_acc", "accuracy", "tokens_per_s")})
+                if clock is not None and clock.fraction > 0:  # the steps the budget will allow at this pace
+                    bar.total = min(cfg.steps, max(state.step, round(state.step / clock.fraction)))
+                    bar.refresh()
             if evaluate is not None and ctx.is_main and ((cfg.eval_every and state.step % cfg.eval_every == 0) or done):
                 model.eval()
                 with torch.inference_mode(), torch.autocast(ctx.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
@@ -171,15 +199,24 @@ def train(
             # Under torchrun the processes agree to stop through a collective: only at log steps.
             stop = stopper.requested(ctx) if ctx.world_size == 1 or state.step % cfg.log_every == 0 or done else False
             if done or stop or (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0):
-                save_checkpoint(ckpt_dir, model, optimizer, scheduler, scaler, state, ctx, cfg.keep_checkpoints, run_config)
+                save_checkpoint(ckpt_dir, model, optimizer, scheduler, scaler, state, ctx, cfg.keep_checkpoints, run_config,
+                                clock.elapsed if clock else 0.0)
             if stop:
                 bar.close()
                 raise KeyboardInterrupt(f"stopped at step {state.step}; resume with --resume")
+            if done:
+                break
     finally:
         bar.close()
         stopper.restore()
         metrics_log.close()
     return state
+
+
+def _rank0_value(x: float, ctx: distributed.Context) -> float:
+    if ctx.world_size == 1:
+        return x
+    return float(distributed.all_reduce_sum(torch.tensor([x if ctx.is_main else 0.0], device=ctx.device)).item())
 
 
 def _global_counts(objective: Objective, micro_batches: list[Batch]) -> dict[str, torch.Tensor]:
@@ -323,6 +360,7 @@ def save_checkpoint(
     ctx: distributed.Context,
     keep: int,
     run_config: dict[str, Any] | None,
+    elapsed: float = 0.0,
 ) -> None:
     """Writes checkpoints/step-N.pt atomically (rank 0), with every process's RNG state; keeps the last `keep`."""
     rng = [_rng_state()]
@@ -340,6 +378,7 @@ def save_checkpoint(
             "world_size": ctx.world_size,
             "history": state.history,
             "config": run_config,
+            "elapsed": elapsed,  # seconds of a run with a time budget
         }
         path = ckpt_dir / f"step-{state.step:08d}.pt"
         atomic_write(path, lambda tmp: torch.save(payload, tmp))
@@ -357,7 +396,8 @@ def load_checkpoint(
     scaler: torch.amp.GradScaler,
     state: LoopState,
     ctx: distributed.Context,
-) -> None:
+) -> float:
+    """Restores a checkpoint into the objects given; gives the seconds its run had spent (for a time budget)."""
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # a truncated file from a full disk would only be a .tmp; this is a foreign file
@@ -374,6 +414,7 @@ def load_checkpoint(
     else:
         log.warning("checkpoint from %d processes resumed on %d: dropout randomness will differ", len(rng), ctx.world_size)
         _set_rng_state(rng[0])
+    return float(payload.get("elapsed", 0.0))
 
 
 # ---- logs -----------------------------------------------------------------------------------------
