@@ -24,6 +24,8 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
     assert "<table>" in html and 'src="pretrain.png"' in html and 'src="finetune.png"' in html
     for png in ("pretrain.png", "finetune.png"):
         assert (out / png).stat().st_size > 10_000
+    pretraining = json.loads((out / "pretrain" / "config.json").read_text())["train"]
+    assert pretraining["minutes"] > 0 and pretraining["steps"] == 12  # a time budget; the smoke run's steps end first
     stages = json.loads((out / "stages.json").read_text())
     assert {f"fine-tune {t} (scratch)" for t in TASKS} <= set(stages)
     for task in TASKS:  # every fine-tuned model loads back and predicts
