@@ -177,6 +177,24 @@ def test_torchrun_two_processes_equal_one(tmp_path: Path, data_dir: Path) -> Non
         torch.testing.assert_close(wa[k], wb[k], atol=1e-5, rtol=1e-4, msg=k)
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
+def test_torchrun_processes_share_one_clock(tmp_path: Path, data_dir: Path) -> None:
+    # a time budget under torchrun: every process takes rank 0's clock at log steps, so all stop at the same step
+    # (a process that stopped alone would leave the others waiting in a collective until the timeout)
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                    "-m", "bertkit.cli", "pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "100000",
+                    "--batch-size", "8", "--lr", "1e-3", *TINY, "train.minutes=0.05", "train.device=cpu",
+                    "log.every=2", "log.eval_every=0", "checkpoint.every=0"], check=True, capture_output=True, env=env,
+                   timeout=300)
+    rows = [r for r in read_log(run / "log.jsonl") if "lr" in r]
+    steps = [r["step"] for r in rows]
+    assert steps == list(range(2, 2 * len(rows) + 1, 2)) and 4 <= steps[-1] < 100000  # stopped by the clock, at a log step
+    assert rows[-1]["lr"] < 0.2 * max(r["lr"] for r in rows)
+    assert 3.0 <= torch.load(max((run / "checkpoints").iterdir()), weights_only=False)["elapsed"] < 5.0
+
+
 def test_local_init_starts_from_the_data_unigram_and_heads_on_neighbours(tmp_path: Path, data_dir: Path) -> None:
     from bertkit.pretraining import PretrainingData
 
