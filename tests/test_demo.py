@@ -30,6 +30,13 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
     assert {f"fine-tune {t} (scratch)" for t in TASKS} <= set(stages)
     for task in TASKS:  # every fine-tuned model loads back and predicts
         assert (out / "finetune" / f"{task}-pretrained" / "model" / "bertkit_task.json").is_file()
+        # the saved models score on the dev file what fine-tuning reported, and the gain gets its interval
+        compare = stages[f"compare {task}"]["result"]
+        for init in ("pretrained", "scratch"):
+            reported = stages[f"fine-tune {task} ({init})"]["result"]["dev"][compare["metric"]]
+            assert compare[init] == pytest.approx(reported, abs=1e-6)
+        assert compare["low"] <= compare["pretrained"] - compare["scratch"] <= compare["high"] or compare["low"] == compare["high"]
+    assert "| 95% interval of the gain |" in md
 
     # an interrupted demo resumes: drop the last stages, run again, only they run
     for key in ("predict", "fine-tune ner (scratch)"):

@@ -22,7 +22,7 @@ import torch
 from . import settings
 from .errors import BertkitError
 from .fileio import atomic_write_text
-from .finetune import FinetuneSettings, finetune
+from .finetune import FinetuneSettings, evaluate_task, finetune, paired_bootstrap
 from .heads import BertForPreTraining
 from .model import local_attention_init
 from .plot import plot_run
@@ -121,6 +121,7 @@ def demo(cfg: DemoSettings) -> Path:
         for init in ("pretrained", "scratch"):
             key = f"fine-tune {task} ({init})"
             results[key] = stages.run(key, _finetune, src, out, task, init, cfg)
+        results[f"compare {task}"] = stages.run(f"compare {task}", _compare, src, out, task, cfg)
     predictions = stages.run("predict", _predict, out, cfg)
 
     from .report import write_report
@@ -208,18 +209,44 @@ FINETUNE = {  # task: (epochs, batch size, learning rate, max sequence length)
 }
 
 
-def _finetune(src: Path, out: Path, task: str, init: str, cfg: DemoSettings) -> dict[str, Any]:
-    epochs, batch, lr, max_len = FINETUNE[task]
+def _task_files(src: Path, out: Path, task: str, cfg: DemoSettings) -> tuple[Path, Path]:
+    """The task's train and dev files (a smoke run: their first examples)."""
     ext = {"classify": "tsv", "pair": "tsv", "qa": "json", "ner": "txt"}[task]
     train, dev = src / task / f"train.{ext}", src / task / f"dev.{ext}"
     if cfg.smoke:
-        epochs, train, dev = 1, _sample(train, out / "sample" / task), _sample(dev, out / "sample" / task)
+        return _sample(train, out / "sample" / task), _sample(dev, out / "sample" / task)
+    return train, dev
+
+
+def _finetune(src: Path, out: Path, task: str, init: str, cfg: DemoSettings) -> dict[str, Any]:
+    epochs, batch, lr, max_len = FINETUNE[task]
+    train, dev = _task_files(src, out, task, cfg)
+    if cfg.smoke:
+        epochs = 1
     model = out / "pretrain" / "model" if init == "pretrained" else out / "scratch"
     ft = FinetuneSettings(task=task, model=model, train=train, dev=dev,
                           out=out / "finetune" / f"{task}-{init}", epochs=epochs, batch_size=batch, lr=lr,
                           max_seq_length=max_len, seed=cfg.seed, progress=cfg.progress)
     summary = finetune(ft, resume=True)
     return {"metric": summary["main_metric"], "dev": summary["best"]["dev"], "seconds": summary["runs"][0]["seconds"]}
+
+
+def _compare(src: Path, out: Path, task: str, cfg: DemoSettings) -> dict[str, Any]:
+    """Both fine-tuned models on the same dev examples: their scores again, and the 95% interval of the gain by
+    a paired bootstrap over the examples (how far another dev set of the same kind could move it)."""
+    runs = {init: pipeline(out / "finetune" / f"{task}-{init}" / "model") for init in ("scratch", "pretrained")}
+    t = runs["pretrained"].task
+    data = t.read(_task_files(src, out, task, cfg)[1])
+    scores, predictions = {}, {}
+    for init, run in runs.items():
+        scores[init], predictions[init] = evaluate_task(run.model, t, t.featurize(data, run.tokenizer, run.label2id))
+    low, high = paired_bootstrap(t, data, predictions["scratch"], predictions["pretrained"], t.main_metric,
+                                 resamples=BOOTSTRAP, seed=cfg.seed)
+    return {"metric": t.main_metric, "scratch": scores["scratch"][t.main_metric],
+            "pretrained": scores["pretrained"][t.main_metric], "low": low, "high": high, "resamples": BOOTSTRAP}
+
+
+BOOTSTRAP = 1000
 
 
 def _sample(path: Path, folder: Path, n: int = 48) -> Path:
