@@ -99,17 +99,23 @@ def test_kill_9_then_resume_continues_exactly(tmp_path: Path, data_dir: Path) ->
     assert sorted(losses(whole)) == list(range(1, 17))
 
 
-def test_sigint_saves_a_checkpoint_and_resume_finishes(tmp_path: Path, data_dir: Path) -> None:
-    run = tmp_path / "run"
-    args = ["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "400", "--batch-size", "8",
-            *TINY, "log.every=1", "log.eval_every=0", "checkpoint.every=0"]
-    proc = subprocess.Popen(cli(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def interrupt_after_three_steps(command: list[str], run: Path) -> str:
+    """Starts a pre-training, sends Ctrl-C once its log has three steps; gives its stderr (exit code 130 checked)."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while max(losses(run), default=0) < 3 and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
+    return err
+
+
+def test_sigint_saves_a_checkpoint_and_resume_finishes(tmp_path: Path, data_dir: Path) -> None:
+    run = tmp_path / "run"
+    args = ["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "400", "--batch-size", "8",
+            *TINY, "log.every=1", "log.eval_every=0", "checkpoint.every=0"]
+    err = interrupt_after_three_steps(cli(*args), run)
     saved = sorted((run / "checkpoints").iterdir())
     assert len(saved) == 1 and "resume with --resume" in err
     step = int(saved[0].stem.split("-")[1])
@@ -138,14 +144,7 @@ def test_a_time_budget_stops_the_run_and_its_rate_reaches_zero_with_the_time(tmp
 
     # interrupted, a budget run resumes with the time it had left, its rate continuing the decay
     cut = tmp_path / "cut"
-    proc = subprocess.Popen(cli(*args[:4], str(cut), *args[5:], "train.minutes=0.1"), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while max(losses(cut), default=0) < 3 and time.time() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    interrupt_after_three_steps(cli(*args[:4], str(cut), *args[5:], "train.minutes=0.1"), cut)
     saved = torch.load(next((cut / "checkpoints").iterdir()), weights_only=False)
     assert 0 < saved["elapsed"] < 5.0
     assert main(["pretrain", "--out", str(cut), "--resume"]) == 0
