@@ -201,6 +201,8 @@ def _scratch_twin(out: Path, cfg: DemoSettings) -> dict[str, Any]:
     return {"parameters": twin.num_parameters()}
 
 
+BOOTSTRAP = 1000  # resamples for each gain's interval
+
 FINETUNE = {  # task: (epochs, batch size, learning rate, max sequence length)
     "classify": (4, 32, 1e-3, 128),
     "pair": (4, 32, 1e-3, 128),
@@ -244,9 +246,6 @@ def _compare(src: Path, out: Path, task: str, cfg: DemoSettings) -> dict[str, An
                                  resamples=BOOTSTRAP, seed=cfg.seed)
     return {"metric": t.main_metric, "scratch": scores["scratch"][t.main_metric],
             "pretrained": scores["pretrained"][t.main_metric], "low": low, "high": high, "resamples": BOOTSTRAP}
-
-
-BOOTSTRAP = 1000
 
 
 def _sample(path: Path, folder: Path, n: int = 48) -> Path:
