@@ -79,9 +79,38 @@ def test_pretrain_exports_a_model_transformers_loads(tmp_path: Path, data_dir: P
     assert (run / "curves.png").stat().st_size > 10_000
 
 
+def test_span_selection_trains_a_head_that_qa_fine_tuning_and_transformers_take_over(tmp_path: Path, data_dir: Path) -> None:
+    run = tmp_path / "run"
+    assert main(["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "40", "--batch-size", "16",
+                 "--lr", "2e-3", *TINY, *NO_DROPOUT, "data.span_selection=0.5", "log.every=5", "log.eval_every=40",
+                 "checkpoint.every=0"]) == 0
+    rows = read_log(run / "log.jsonl")
+    train_rows = [r for r in rows if "span_loss" in r]
+    assert len(train_rows) == 8 and {"mlm_loss", "nsp_loss", "span_acc"} <= set(train_rows[0])
+    assert all(0 < r["span_loss"] < 6 for r in train_rows)  # learning it takes ~1,000 steps or more (docs/pretraining.md)
+    assert train_rows[-1]["loss"] == pytest.approx(sum(train_rows[-1][k] for k in ("mlm_loss", "nsp_loss", "span_loss")))
+    assert 0 <= [r for r in rows if "eval_span_acc" in r][-1]["eval_span_acc"] <= 1
+
+    model_dir = run / "model"
+    pre = bertkit.BertForPreTraining.from_pretrained(model_dir)
+    qa = bertkit.BertForQuestionAnswering.from_pretrained(model_dir).eval()
+    assert pre.qa_outputs is not None and qa.load_report.newly_initialized == []
+    torch.testing.assert_close(qa.qa_outputs.weight, pre.qa_outputs.weight, atol=0, rtol=0)
+    hf = transformers.BertForQuestionAnswering.from_pretrained(model_dir).eval()
+    tok = Tokenizer.from_pretrained(model_dir)
+    batch = tok(["who said it [MASK] find that"], ["the jury said it did find that"], return_tensors="pt")
+    with torch.no_grad():
+        a, b = qa(**batch), hf(**batch)
+    torch.testing.assert_close(a.start_logits, b.start_logits, atol=1e-5, rtol=0)
+    torch.testing.assert_close(a.end_logits, b.end_logits, atol=1e-5, rtol=0)
+    # a model pre-trained without the head, or loaded by transformers' own pre-training class, is unaffected
+    assert transformers.BertForPreTraining.from_pretrained(model_dir) is not None
+
+
 def test_kill_9_then_resume_continues_exactly(tmp_path: Path, data_dir: Path) -> None:
+    # with span-selection questions among the instances: they too are a function of the step
     args = ["pretrain", "--data", str(data_dir), "--steps", "16", "--batch-size", "8", "--lr", "1e-3",
-            *TINY, "log.every=1", "log.eval_every=0", "checkpoint.every=5"]
+            *TINY, "log.every=1", "log.eval_every=0", "checkpoint.every=5", "data.span_selection=0.3"]
     whole = tmp_path / "whole"
     subprocess.run(cli(*args, "--out", str(whole)), check=True, capture_output=True)
 
@@ -158,7 +187,8 @@ def test_a_time_budget_stops_the_run_and_its_rate_reaches_zero_with_the_time(tmp
 @pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
 def test_torchrun_two_processes_equal_one(tmp_path: Path, data_dir: Path) -> None:
     args = ["pretrain", "--data", str(data_dir), "--steps", "4", "--batch-size", "8", "--lr", "1e-3",
-            *TINY, *NO_DROPOUT, "log.every=1", "log.eval_every=0", "checkpoint.every=0", "train.device=cpu"]
+            *TINY, *NO_DROPOUT, "log.every=1", "log.eval_every=0", "checkpoint.every=0", "train.device=cpu",
+            "data.span_selection=0.3"]  # questions too: their loss is averaged over all processes' questions
     one = tmp_path / "one"
     subprocess.run(cli(*args, "--out", str(one)), check=True, capture_output=True)
     two = tmp_path / "two"

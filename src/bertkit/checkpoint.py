@@ -186,13 +186,18 @@ class Pretrained(nn.Module):
         _check_vocab_fits(directory, config)
         state = read_weights(directory)
         with torch.device("meta"):  # no memory and no random init for weights about to be overwritten
-            model = cls(config)
+            model = cls._build(config, state)
         if {name for name, _ in model.named_buffers()} - set(model.state_dict()):
-            model = cls(config)  # buffers computed at construction (a CRF's allowed transitions): build for real
+            model = cls._build(config, state)  # buffers computed at construction (a CRF's allowed transitions): build for real
         else:
             model.to_empty(device="cpu")
         model.load_report = model.load_hf_state(state, source=str(directory))
         return model
+
+    @classmethod
+    def _build(cls: type[M], config: BertConfig, state: dict[str, torch.Tensor]) -> M:
+        """The model to load `state` (Hugging Face names) into; a model with optional parts sees whether it has them."""
+        return cls(config)
 
     def load_hf_state(self, hf_state: dict[str, torch.Tensor], source: str = "checkpoint") -> LoadReport:
         """Copies a Hugging Face-named state dict into this model; gives what was new and what was unused."""

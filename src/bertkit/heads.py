@@ -89,21 +89,34 @@ class PreTrainingOutput:
     nsp_loss: torch.Tensor | None
     prediction_logits: torch.Tensor  # (M, V) at the predicted positions when mlm_labels is given, else (B, T, V)
     seq_relationship_logits: torch.Tensor  # (B, 2); class 0 = IsNext, 1 = NotNext
+    span_logits: torch.Tensor | None = None  # (B, T, 2) start and end logits, with the span-selection head
 
 
 class BertForPreTraining(Pretrained):
-    """The encoder with the masked-LM head (tied to the word embeddings) and the next-sentence head."""
+    """The encoder with the masked-LM head (tied to the word embeddings) and the next-sentence head; with
+    `span_head`, also the start/end head of span-selection pre-training (bertkit.spans), saved under the name
+    extractive QA gives it (`qa_outputs`) so that QA fine-tuning starts from it."""
 
     hf_architecture = "BertForPreTraining"
-    head_prefixes = ("mlm.", "nsp.")
+    head_prefixes = ("mlm.", "nsp.", "qa_outputs.")
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, span_head: bool = False):
         super().__init__()
         self.config = config
         self.bert = BertModel(config, init=False)
         self.mlm = MaskedLMHead(config)
         self.nsp = nn.Linear(config.hidden_size, 2)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2) if span_head else None
         self.init_weights()
+
+    @classmethod
+    def _build(cls, config: BertConfig, state: dict[str, torch.Tensor]) -> BertForPreTraining:
+        return cls(config, span_head="qa_outputs.weight" in state)
+
+    def add_span_head(self) -> None:
+        """Gives a model without one a freshly initialized span-selection head."""
+        self.qa_outputs = nn.Linear(self.config.hidden_size, 2)
+        self._init_fresh(["qa_outputs.weight", "qa_outputs.bias"])
 
     def forward(
         self,
@@ -127,6 +140,11 @@ class BertForPreTraining(Pretrained):
         out = self.bert(input_ids, attention_mask, token_type_ids, packed_indices=packed_indices)
         hidden = out.last_hidden_state  # (B, T, H)
         seq_logits = self.nsp(out.pooler_output)  # (B, 2)
+        span_logits = None
+        if self.qa_outputs is not None:
+            span_logits = self.qa_outputs(hidden)  # (B, T, 2)
+            if attention_mask is not None:
+                span_logits = span_logits.masked_fill(~attention_mask.bool()[..., None], torch.finfo(span_logits.dtype).min)
         if mlm_labels is not None and not dense_logits:
             picked = mlm_positions if mlm_positions is not None else (mlm_labels.flatten() != IGNORE).nonzero().squeeze(1)  # (M,)
             hidden = hidden.flatten(0, 1).index_select(0, picked)  # (M, H)
@@ -137,7 +155,7 @@ class BertForPreTraining(Pretrained):
         lm = mlm_loss(logits, mlm_targets) if mlm_targets is not None else None
         ns = F.cross_entropy(seq_logits.float(), nsp_labels) if nsp_labels is not None else None
         total = lm + ns if lm is not None and ns is not None else None
-        return PreTrainingOutput(total, lm, ns, logits, seq_logits)
+        return PreTrainingOutput(total, lm, ns, logits, seq_logits, span_logits)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from . import distributed, settings
@@ -28,6 +29,7 @@ from .model import INITS, local_attention_init
 from .optim import build_optimizer, warmup_steps_for
 from .pretraining import PretrainingData, collate
 from .settings import check
+from .spans import SpanSelection, continuation_table
 from .tokenizer import Tokenizer
 from .train import Clock, LoopConfig, set_seed, train
 
@@ -124,9 +126,13 @@ class DataSettings:
     path: Path | None = None
     num_workers: int = 1
     eval_batches: int = 20  # held-out batches per evaluation
+    # > 0: this fraction of the training instances become span-selection questions (bertkit.spans), answered by a
+    # start/end head that QA fine-tuning takes over
+    span_selection: float = 0.0
 
     def __post_init__(self) -> None:
         check(self.num_workers >= 0, f"data.num_workers must be >= 0, got {self.num_workers}")
+        check(0 <= self.span_selection < 1, f"data.span_selection must be in [0, 1), got {self.span_selection}")
 
 
 @dataclass(frozen=True)
@@ -169,26 +175,42 @@ class PretrainSettings:
 # ---- what a step optimizes --------------------------------------------------------------------------
 
 class PretrainingObjective:
-    """MLM loss averaged over predicted tokens plus NSP loss averaged over sequences (Google's loss)."""
+    """MLM loss averaged over predicted tokens plus NSP loss averaged over sequences (Google's loss); with
+    span-selection questions in the batch (bertkit.spans), plus their start/end loss averaged over questions.
+    A question carries no NSP label (-100)."""
 
-    loss_terms = ("mlm_loss", "nsp_loss")
-    per = {"mlm_loss": "mlm", "mlm_acc": "mlm", "nsp_loss": "nsp", "nsp_acc": "nsp"}  # accuracies: sums of hits
+    def __init__(self, spans: bool = False):
+        self.loss_terms: tuple[str, ...] = ("mlm_loss", "nsp_loss") + (("span_loss",) if spans else ())
+        # accuracies: sums of hits
+        self.per = {"mlm_loss": "mlm", "mlm_acc": "mlm", "nsp_loss": "nsp", "nsp_acc": "nsp"}
+        if spans:
+            self.per |= {"span_loss": "span", "span_acc": "span"}
 
     def counts(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {"mlm": (batch["mlm_labels"] != -100).sum(), "nsp": torch.tensor(batch["nsp_labels"].numel(), device=batch["nsp_labels"].device)}
+        out = {"mlm": (batch["mlm_labels"] != -100).sum(), "nsp": (batch["nsp_labels"] != -100).sum()}
+        if "span_loss" in self.loss_terms:
+            out["span"] = (batch["span_starts"] != -100).sum()
+        return out
 
     def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        labels = batch["mlm_labels"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"), labels, batch["nsp_labels"],
+        labels, nsp = batch["mlm_labels"], batch["nsp_labels"]
+        out = model(batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"), labels, None,
                     packed_indices=batch.get("packed_indices"), mlm_positions=batch.get("mlm_positions"))
         targets = labels.flatten()[batch["mlm_positions"]] if "mlm_positions" in batch else labels[labels != -100]
-        n_mlm, n_nsp = targets.numel(), batch["nsp_labels"].numel()
-        return {
-            "mlm_loss": out.mlm_loss * n_mlm,
+        sums = {
+            # a micro-batch of questions alone has no MLM target (and an empty mean is nan)
+            "mlm_loss": out.mlm_loss * targets.numel() if targets.numel() else out.prediction_logits.sum() * 0,
             "mlm_acc": (out.prediction_logits.argmax(-1) == targets).sum(),
-            "nsp_loss": out.nsp_loss * n_nsp,
-            "nsp_acc": (out.seq_relationship_logits.argmax(-1) == batch["nsp_labels"]).sum(),
+            "nsp_loss": F.cross_entropy(out.seq_relationship_logits.float(), nsp, ignore_index=-100, reduction="sum"),
+            "nsp_acc": (out.seq_relationship_logits.argmax(-1) == nsp).sum(),
         }
+        if "span_loss" in self.loss_terms:
+            starts, ends = batch["span_starts"], batch["span_ends"]
+            start_logits, end_logits = out.span_logits.float().unbind(-1)  # (B, T) each
+            sums["span_loss"] = (F.cross_entropy(start_logits, starts, ignore_index=-100, reduction="sum")
+                                 + F.cross_entropy(end_logits, ends, ignore_index=-100, reduction="sum")) / 2
+            sums["span_acc"] = ((start_logits.argmax(-1) == starts) & (end_logits.argmax(-1) == ends)).sum()
+        return sums
 
 
 # ---- the batches of every step ------------------------------------------------------------------------
@@ -198,10 +220,11 @@ class PretrainBatches:
     drawn from (seed, epoch); a step's global batch is the next slice of that stream, split into
     micro-batches and then among processes. A pure function of the step, so resuming is exact."""
 
-    def __init__(self, phases: list[tuple[int, PretrainingData, int]], accumulation: int, ctx: distributed.Context, seed: int):
+    def __init__(self, phases: list[tuple[int, PretrainingData, int]], accumulation: int, ctx: distributed.Context, seed: int,
+                 spans: SpanSelection | None = None):
         self.starts = [start for start, _, _ in phases]
         self.phases = phases
-        self.accumulation, self.ctx, self.seed = accumulation, ctx, seed
+        self.accumulation, self.ctx, self.seed, self.spans = accumulation, ctx, seed, spans
         self._orders: dict[tuple[int, int], np.ndarray] = {}
 
     def __len__(self) -> int:  # not used for iteration; the loop asks by step
@@ -226,7 +249,11 @@ class PretrainBatches:
             examples = []
             for pos in positions[lo : lo + micro]:
                 epoch, i = divmod(int(pos), n)
-                examples.append(data.example(int(self._order(p, epoch)[i]), epoch, self.seed))
+                index = int(self._order(p, epoch)[i])
+                example = data.example(index, epoch, self.seed)
+                if self.spans is not None:  # questions drawn from (seed, epoch, index) too: resuming stays exact
+                    example = self.spans(example, np.random.default_rng([self.seed, p, epoch, index]))
+                examples.append(example)
             out.append(training_batch(collate(examples)))
         return out
 
@@ -244,11 +271,13 @@ def training_batch(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def evaluate_pretraining(model: BertForPreTraining, data: PretrainingData, batches: int, batch_size: int,
-                         seed: int, device: torch.device) -> dict[str, float]:
+                         seed: int, device: torch.device, spans: SpanSelection | None = None) -> dict[str, float]:
     """Held-out MLM and NSP loss and accuracy on fixed masks; the accuracy of always guessing the
     most frequent masked token (the baseline pre-training must beat); and the MLM accuracy with the
     words of each segment shuffled (`mlm_shuffled_acc`): close to `mlm_acc`, the model has not yet
-    learnt to use word order, only which words occur together (a bag of words)."""
+    learnt to use word order, only which words occur together (a bag of words). With `spans`, also
+    the loss and exact-match accuracy (start and end) of span-selection questions made from the same
+    held-out instances."""
     objective = PretrainingObjective()
     sums: dict[str, float] = {}
     counts = {"mlm": 0, "nsp": 0}
@@ -271,7 +300,29 @@ def evaluate_pretraining(model: BertForPreTraining, data: PretrainingData, batch
     out = {k: v / max(counts[per[k]], 1) for k, v in sums.items()}
     out["loss"] = out["mlm_loss"] + out["nsp_loss"]
     out["mlm_baseline_acc"] = max(target_counts.values(), default=0) / max(counts["mlm"], 1)
+    if spans is not None:
+        out |= _evaluate_spans(model, data, n, batch_size, seed, device, spans)
     return out
+
+
+def _evaluate_spans(model: BertForPreTraining, data: PretrainingData, n: int, batch_size: int, seed: int,
+                    device: torch.device, spans: SpanSelection) -> dict[str, float]:
+    objective = PretrainingObjective(spans=True)
+    sums, count = {"span_loss": 0.0, "span_acc": 0.0}, 0
+    for lo in range(0, n, batch_size):
+        examples = []
+        for i in range(lo, min(n, lo + batch_size)):
+            e = data.example(i, 0, seed)
+            q = spans.question(e["input_ids"], e["token_type_ids"], e["mlm_labels"], np.random.default_rng([seed, i]))
+            if q is not None:
+                examples.append(q)
+        if examples:
+            batch = {k: v.to(device) for k, v in training_batch(collate(examples)).items()}
+            result = objective(model, batch)
+            for k in sums:
+                sums[k] += float(result[k])
+            count += len(examples)
+    return {k: v / max(count, 1) for k, v in sums.items()}
 
 
 def shuffle_segments(example: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -313,13 +364,16 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
     if cfg.train.minutes and len(phases) > 1:
         raise BertkitError("train.minutes (a time budget) works with one phase; give the phases steps instead")
     datasets = [PretrainingData(p.data, "train") for p in phases]
+    spans = cfg.data.span_selection > 0
     tokenizer = Tokenizer.from_pretrained(phases[0].data)
     set_seed(cfg.train.seed + ctx.rank)
 
     if cfg.model.init_from is not None:
         model = BertForPreTraining.from_pretrained(cfg.model.init_from)
+        if spans and model.qa_outputs is None:
+            model.add_span_head()
     else:
-        model = BertForPreTraining(cfg.model.config(tokenizer.vocab_size))
+        model = BertForPreTraining(cfg.model.config(tokenizer.vocab_size), span_head=spans)
         initialize(model, cfg.model.init, datasets[0])
     if model.config.vocab_size < tokenizer.vocab_size:
         raise BertkitError(f"model vocab_size {model.config.vocab_size} is smaller than the data's vocabulary ({tokenizer.vocab_size})")
@@ -352,9 +406,14 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
 
     step_model: nn.Module = torch.compile(model, dynamic=True) if cfg.train.compile else model
     eval_data = {i: PretrainingData(p.data, "eval") for i, p in enumerate(phases)}
+    span_selection = None
+    if spans:
+        span_selection = SpanSelection(cfg.data.span_selection, continuation_table(tokenizer.vocab),
+                                       tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id)
 
     def evaluate(m: nn.Module) -> dict[str, float]:
-        return evaluate_pretraining(model, eval_data[0], cfg.data.eval_batches, schedule[0][2], cfg.train.seed, ctx.device)
+        return evaluate_pretraining(model, eval_data[0], cfg.data.eval_batches, schedule[0][2], cfg.train.seed, ctx.device,
+                                    span_selection)
 
     loop = LoopConfig(
         steps=total_steps, max_grad_norm=o.max_grad_norm, precision=cfg.train.precision, log_every=cfg.log.every,
@@ -362,8 +421,8 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
         num_workers=cfg.data.num_workers, seed=cfg.train.seed, progress=cfg.log.progress,
     )
     t0 = time.perf_counter()
-    batches = PretrainBatches(schedule, cfg.train.accumulation, ctx, cfg.train.seed)
-    train(step_model, PretrainingObjective(), batches, optimizer, scheduler, loop, run_dir, ctx,
+    batches = PretrainBatches(schedule, cfg.train.accumulation, ctx, cfg.train.seed, span_selection)
+    train(step_model, PretrainingObjective(spans), batches, optimizer, scheduler, loop, run_dir, ctx,
           evaluate=evaluate, resume=resume, run_config=settings.to_dict(cfg), clock=clock)
     out = run_dir / "model"
     if ctx.is_main:

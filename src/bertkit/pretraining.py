@@ -1302,7 +1302,8 @@ class PretrainingData:
 
 def collate(examples: list[dict[str, np.ndarray]], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
     """Gives a batch padded to its longest example: input_ids, token_type_ids, attention_mask,
-    mlm_labels (-100 at padding) and nsp_labels, all torch.long."""
+    mlm_labels (-100 at padding) and nsp_labels, all torch.long; span_starts and span_ends where the
+    examples carry span-selection answers."""
     import torch
 
     lengths = [len(e["input_ids"]) for e in examples]
@@ -1317,8 +1318,12 @@ def collate(examples: list[dict[str, np.ndarray]], pad_token_id: int = 0) -> dic
         attention_mask[row, :n] = 1
         mlm_labels[row, :n] = e["mlm_labels"]
     nsp_labels = np.array([int(e["nsp_label"]) for e in examples], dtype=np.int64)
-    return {
+    batch = {
         "input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.from_numpy(token_type_ids),
         "attention_mask": torch.from_numpy(attention_mask), "mlm_labels": torch.from_numpy(mlm_labels),
         "nsp_labels": torch.from_numpy(nsp_labels),
     }  # fmt: skip
+    if examples and "span_start" in examples[0]:  # span-selection questions (bertkit.spans)
+        for key in ("span_start", "span_end"):
+            batch[f"{key}s"] = torch.tensor([int(e[key]) for e in examples], dtype=torch.long)
+    return batch
