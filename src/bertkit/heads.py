@@ -61,12 +61,23 @@ def classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_type
     return F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(), ignore_index=IGNORE)
 
 
-def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
-    """Mean of the start and end cross-entropies; positions outside the sequence carry no loss."""
+def span_logits(head: nn.Linear, hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """(B, T, 2) start and end logits from (B, T, H); padding gets the lowest logit, so that the span softmax
+    (and its loss) runs over real tokens only. Google's and Hugging Face's losses also give probability to [PAD]."""
+    logits = head(hidden)
+    if attention_mask is not None:
+        logits = logits.masked_fill(~attention_mask.bool()[..., None], torch.finfo(logits.dtype).min)
+    return logits
+
+
+def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor,
+              reduction: str = "mean") -> torch.Tensor:
+    """Mean (or sum) over examples of the start and end cross-entropies averaged; positions past the sequence
+    carry no loss."""
     T = start_logits.shape[1]
     starts, ends = starts.clamp(0, T), ends.clamp(0, T)  # T is out of range: ignored, as in transformers
-    start = F.cross_entropy(start_logits.float(), starts, ignore_index=T)
-    end = F.cross_entropy(end_logits.float(), ends, ignore_index=T)
+    start = F.cross_entropy(start_logits.float(), starts, ignore_index=T, reduction=reduction)
+    end = F.cross_entropy(end_logits.float(), ends, ignore_index=T, reduction=reduction)
     return (start + end) / 2
 
 
@@ -140,11 +151,7 @@ class BertForPreTraining(Pretrained):
         out = self.bert(input_ids, attention_mask, token_type_ids, packed_indices=packed_indices)
         hidden = out.last_hidden_state  # (B, T, H)
         seq_logits = self.nsp(out.pooler_output)  # (B, 2)
-        span_logits = None
-        if self.qa_outputs is not None:
-            span_logits = self.qa_outputs(hidden)  # (B, T, 2)
-            if attention_mask is not None:
-                span_logits = span_logits.masked_fill(~attention_mask.bool()[..., None], torch.finfo(span_logits.dtype).min)
+        spans = span_logits(self.qa_outputs, hidden, attention_mask) if self.qa_outputs is not None else None
         if mlm_labels is not None and not dense_logits:
             picked = mlm_positions if mlm_positions is not None else (mlm_labels.flatten() != IGNORE).nonzero().squeeze(1)  # (M,)
             hidden = hidden.flatten(0, 1).index_select(0, picked)  # (M, H)
@@ -155,7 +162,7 @@ class BertForPreTraining(Pretrained):
         lm = mlm_loss(logits, mlm_targets) if mlm_targets is not None else None
         ns = F.cross_entropy(seq_logits.float(), nsp_labels) if nsp_labels is not None else None
         total = lm + ns if lm is not None and ns is not None else None
-        return PreTrainingOutput(total, lm, ns, logits, seq_logits, span_logits)
+        return PreTrainingOutput(total, lm, ns, logits, seq_logits, spans)
 
 
 @dataclass
@@ -197,11 +204,7 @@ class QuestionAnsweringOutput:
 
 
 class BertForQuestionAnswering(Pretrained):
-    """Extractive QA: a start and an end logit for every token of question + passage.
-
-    Padding gets the lowest logit, so that the span softmax (and its loss) runs over real tokens only;
-    Google's and Hugging Face's losses also give probability to [PAD] positions.
-    """
+    """Extractive QA: a start and an end logit for every token of question + passage (padding: the lowest)."""
 
     hf_architecture = "BertForQuestionAnswering"
     head_prefixes = ("qa_outputs.",)
@@ -221,10 +224,8 @@ class BertForQuestionAnswering(Pretrained):
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
     ) -> QuestionAnsweringOutput:
-        logits = self.qa_outputs(self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state)  # (B, T, 2)
-        if attention_mask is not None:
-            logits = logits.masked_fill(~attention_mask.bool()[..., None], torch.finfo(logits.dtype).min)
-        start_logits, end_logits = logits.unbind(-1)
+        hidden = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state
+        start_logits, end_logits = span_logits(self.qa_outputs, hidden, attention_mask).unbind(-1)
         loss = None
         if start_positions is not None and end_positions is not None:
             loss = span_loss(start_logits, end_logits, start_positions, end_positions)

@@ -24,7 +24,7 @@ from . import distributed, settings
 from .config import PRESETS, BertConfig
 from .errors import BertkitError
 from .fileio import atomic_write_text
-from .heads import BertForPreTraining, unigram_bias_init
+from .heads import BertForPreTraining, span_loss, unigram_bias_init
 from .model import INITS, local_attention_init
 from .optim import build_optimizer, warmup_steps_for
 from .pretraining import PretrainingData, collate
@@ -205,10 +205,10 @@ class PretrainingObjective:
             "nsp_acc": (out.seq_relationship_logits.argmax(-1) == nsp).sum(),
         }
         if "span_loss" in self.loss_terms:
-            starts, ends = batch["span_starts"], batch["span_ends"]
-            start_logits, end_logits = out.span_logits.float().unbind(-1)  # (B, T) each
-            sums["span_loss"] = (F.cross_entropy(start_logits, starts, ignore_index=-100, reduction="sum")
-                                 + F.cross_entropy(end_logits, ends, ignore_index=-100, reduction="sum")) / 2
+            start_logits, end_logits = out.span_logits.unbind(-1)  # (B, T) each
+            T = start_logits.shape[1]  # not a question (-100): past the sequence, no loss
+            starts, ends = (batch[k].masked_fill(batch[k] < 0, T) for k in ("span_starts", "span_ends"))
+            sums["span_loss"] = span_loss(start_logits, end_logits, starts, ends, reduction="sum")
             sums["span_acc"] = ((start_logits.argmax(-1) == starts) & (end_logits.argmax(-1) == ends)).sum()
         return sums
 
