@@ -278,14 +278,23 @@ def evaluate_pretraining(model: BertForPreTraining, data: PretrainingData, batch
     learnt to use word order, only which words occur together (a bag of words). With `spans`, also
     the loss and exact-match accuracy (start and end) of span-selection questions made from the same
     held-out instances."""
-    objective = PretrainingObjective()
+    objective, asking = PretrainingObjective(), PretrainingObjective(spans=True)
     sums: dict[str, float] = {}
-    counts = {"mlm": 0, "nsp": 0}
+    counts = {"mlm": 0, "nsp": 0, "span": 0}
     target_counts: dict[int, int] = {}
     rng = np.random.default_rng(seed)
     n = min(len(data), batches * batch_size)
     for lo in range(0, n, batch_size):
         examples = [data.example(i, 0, seed) for i in range(lo, min(n, lo + batch_size))]
+        if spans is not None:  # questions made from the same instances, with the same masks undone
+            made = (spans.question(e["input_ids"], e["token_type_ids"], e["mlm_labels"], np.random.default_rng([seed, lo + j]))
+                    for j, e in enumerate(examples))
+            if questions := [q for q in made if q is not None]:
+                asked = {k: v.to(device) for k, v in training_batch(collate(questions)).items()}
+                result = asking(model, asked)
+                for k in ("span_loss", "span_acc"):
+                    sums[k] = sums.get(k, 0.0) + float(result[k])
+                counts["span"] += len(questions)
         batch = {k: v.to(device) for k, v in collate(examples).items()}
         for k, v in objective(model, batch).items():
             sums[k] = sums.get(k, 0.0) + float(v)
@@ -296,33 +305,11 @@ def evaluate_pretraining(model: BertForPreTraining, data: PretrainingData, batch
         ids, freq = np.unique(batch["mlm_labels"][batch["mlm_labels"] != -100].cpu().numpy(), return_counts=True)
         for i, f in zip(ids.tolist(), freq.tolist(), strict=True):
             target_counts[i] = target_counts.get(i, 0) + f
-    per = {**objective.per, "mlm_shuffled_acc": "mlm"}
+    per = {**asking.per, "mlm_shuffled_acc": "mlm"}
     out = {k: v / max(counts[per[k]], 1) for k, v in sums.items()}
     out["loss"] = out["mlm_loss"] + out["nsp_loss"]
     out["mlm_baseline_acc"] = max(target_counts.values(), default=0) / max(counts["mlm"], 1)
-    if spans is not None:
-        out |= _evaluate_spans(model, data, n, batch_size, seed, device, spans)
     return out
-
-
-def _evaluate_spans(model: BertForPreTraining, data: PretrainingData, n: int, batch_size: int, seed: int,
-                    device: torch.device, spans: SpanSelection) -> dict[str, float]:
-    objective = PretrainingObjective(spans=True)
-    sums, count = {"span_loss": 0.0, "span_acc": 0.0}, 0
-    for lo in range(0, n, batch_size):
-        examples = []
-        for i in range(lo, min(n, lo + batch_size)):
-            e = data.example(i, 0, seed)
-            q = spans.question(e["input_ids"], e["token_type_ids"], e["mlm_labels"], np.random.default_rng([seed, i]))
-            if q is not None:
-                examples.append(q)
-        if examples:
-            batch = {k: v.to(device) for k, v in training_batch(collate(examples)).items()}
-            result = objective(model, batch)
-            for k in sums:
-                sums[k] += float(result[k])
-            count += len(examples)
-    return {k: v / max(count, 1) for k, v in sums.items()}
 
 
 def shuffle_segments(example: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -364,8 +351,12 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
     if cfg.train.minutes and len(phases) > 1:
         raise BertkitError("train.minutes (a time budget) works with one phase; give the phases steps instead")
     datasets = [PretrainingData(p.data, "train") for p in phases]
-    spans = cfg.data.span_selection > 0
     tokenizer = Tokenizer.from_pretrained(phases[0].data)
+    span_selection = None
+    if cfg.data.span_selection > 0:
+        span_selection = SpanSelection(cfg.data.span_selection, continuation_table(tokenizer.vocab),
+                                       tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id)
+    spans = span_selection is not None
     set_seed(cfg.train.seed + ctx.rank)
 
     if cfg.model.init_from is not None:
@@ -406,10 +397,6 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
 
     step_model: nn.Module = torch.compile(model, dynamic=True) if cfg.train.compile else model
     eval_data = {i: PretrainingData(p.data, "eval") for i, p in enumerate(phases)}
-    span_selection = None
-    if spans:
-        span_selection = SpanSelection(cfg.data.span_selection, continuation_table(tokenizer.vocab),
-                                       tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id)
 
     def evaluate(m: nn.Module) -> dict[str, float]:
         return evaluate_pretraining(model, eval_data[0], cfg.data.eval_batches, schedule[0][2], cfg.train.seed, ctx.device,
