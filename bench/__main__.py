@@ -102,7 +102,7 @@ def render(header: dict, sections: dict[str, Section]) -> str:
         f"Load before measuring: 1-minute load average {header['load']['loadavg_1m']:.2f}, other processes busy on "
         f"{header['load']['others_cores']:.2f} cores (after waiting {header['load']['waited_s']:.0f} s); "
         f"at the end: load average {header.get('load_end', float('nan')):.2f}.", "",
-        f"GEMM peak, the best of {header['gemm']['repeats']} torch.matmul runs of each of "
+        f"GEMM peak, the best of {header['gemm']['repeats']} torch.matmul runs (in bf16 also of the linear layer under autocast) of each of "
         + ", ".join(f"({m} x {k}) @ ({k} x {n})" for m, k, n in header["gemm"]["shapes"]) + ": "
         + ", ".join(f"**{p} {v / 1e9:,.0f} GFLOP/s**" for p, v in header["peaks"].items())
         + ". MFU is relative to these. torch runs fp32 matmuls (nn.Linear, torch.matmul) through MKL's sgemm; "
