@@ -20,8 +20,8 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.distributed import Context
-from bertkit.heads import BertForPreTraining, unigram_bias_init
-from bertkit.model import local_attention_init
+from bertkit.heads import BertForPreTraining
+from bertkit.init import local_attention_init, unigram_bias_init
 from bertkit.optim import build_optimizer, linear_schedule
 from bertkit.pretrain import PretrainBatches, PretrainingObjective
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit import settings
 from bertkit.finetune import FinetuneSettings, finetune
 from bertkit.optim import linear_schedule, parameter_groups, warmup_steps_for
 from bertkit.tasks import get_task
@@ -73,9 +74,11 @@ def squad_split(tmp: Path) -> None:
 # ---- bertkit -----------------------------------------------------------------------------------
 
 def run_bertkit(job: Job, out: Path, seed: int) -> dict[str, Any]:
-    cfg = FinetuneSettings(task=job.task, model=MINILM, train=job.train, dev=job.dev, test=job.test, out=out,
-                           epochs=job.epochs, batch_size=job.batch_size, lr=job.lr, max_seq_length=job.max_seq_length,
-                           seed=seed, device="cpu")
+    cfg = settings.load(FinetuneSettings, flags={
+        "task.name": job.task, "model": MINILM, "data.train": job.train, "data.dev": job.dev, "data.test": job.test,
+        "out": out, "train.epochs": job.epochs, "train.batch_size": job.batch_size, "optim.lr": job.lr,
+        "task.max_seq_length": job.max_seq_length, "train.seed": seed, "train.device": "cpu",
+    })
     t0 = time.perf_counter()
     summary = finetune(cfg)
     seconds = time.perf_counter() - t0

@@ -11,7 +11,7 @@ import torch
 import transformers
 
 import bertkit
-from bertkit.checkpoint import Pretrained
+from bertkit.model import Pretrained
 
 transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bars in the bench's output
 

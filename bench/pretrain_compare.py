@@ -25,9 +25,9 @@ import torch
 from bertkit.config import BertConfig
 from bertkit.distributed import Context
 from bertkit.heads import BertForPreTraining
-from bertkit.model import INITS
+from bertkit.init import INITS, initialize
 from bertkit.optim import build_optimizer, linear_schedule
-from bertkit.pretrain import PretrainBatches, PretrainingObjective, evaluate_pretraining, initialize
+from bertkit.pretrain import PretrainBatches, PretrainingObjective, evaluate_pretraining
 from bertkit.pretraining import PretrainingData
 
 from .common import RESULTS_DIR
@@ -99,7 +99,7 @@ def main() -> None:
                                  "preset": args.preset, "init": args.init, "date": time.strftime("%Y-%m-%d")}
     with tempfile.TemporaryDirectory() as init:
         model = BertForPreTraining(config)
-        initialize(model, args.init, PretrainingData(args.data))
+        initialize(model, args.init, PretrainingData(args.data).token_counts)
         model.save_pretrained(init)
         for side in ("bertkit", "transformers"):
             result[side] = curve(side, Path(init), args.data, args.steps, args.lr, args.batch_size)

@@ -6,7 +6,7 @@ Both start from the same architecture and vocabulary (the twin is `BertForPreTra
 seed 1, given the same initializer as the pre-training started from: `--init`, `local` by default as in
 scripts/pretrain_shared.sh) and are fine-tuned by `bertkit.finetune` with the same data, seed and settings:
 
-- waimai_10k: sentiment, a fixed 80/10/10 split (`bertkit.tasks.readers.split`, seed 0): train on
+- waimai_10k: sentiment, a fixed 80/10/10 split (`bertkit.tasks.split`, seed 0): train on
   80%, pick the epoch on 10%, report accuracy on the other 10%.
 - MSRA NER: BIOES tags (converted from the file's BIO), trained on train.bio.txt, entity F1 on test.
 - OCNLI: 3-way entailment, train.10k.json -> dev accuracy.
@@ -29,10 +29,11 @@ from typing import Any
 
 import torch
 
+from bertkit import settings
 from bertkit.finetune import FinetuneSettings, finetune
 from bertkit.heads import BertForPreTraining
-from bertkit.model import INITS, local_attention_init
-from bertkit.tasks.readers import read_table, split
+from bertkit.init import INITS, local_attention_init
+from bertkit.tasks import read_table, split
 from bertkit.tokenizer import Tokenizer
 
 from .common import RESULTS_DIR, SHARED_DATA
@@ -107,9 +108,12 @@ def scratch_twin(model: Path, folder: Path, init: str) -> Path:
 
 
 def run(job: Job, model: Path, train: Path, dev: Path, test: Path | None, out: Path, seed: int) -> dict[str, Any]:
-    cfg = FinetuneSettings(task=job.task, model=model, train=train, dev=dev, test=test, out=out, epochs=job.epochs,
-                           batch_size=job.batch_size, lr=job.lr, max_seq_length=job.max_seq_length, seed=seed,
-                           task_options=dict(job.options), device="cpu", progress=False)
+    cfg = settings.load(FinetuneSettings, flags={
+        "task.name": job.task, "model": model, "data.train": train, "data.dev": dev, "data.test": test, "out": out,
+        "train.epochs": job.epochs, "train.batch_size": job.batch_size, "optim.lr": job.lr,
+        "task.max_seq_length": job.max_seq_length, "train.seed": seed, "train.device": "cpu", "train.progress": False,
+        **{f"task.{k}": v for k, v in job.options},
+    })
     t0 = time.perf_counter()
     summary = finetune(cfg)
     scores = summary.get("test") or summary["best"]["dev"]

@@ -19,7 +19,7 @@ import torch
 import bertkit
 from bertkit import BertConfig
 from bertkit.cli import main
-from bertkit.finetune import TASK_FILE
+from bertkit.predict import TASK_FILE
 
 DATA = Path(bertkit.__file__).parent / "data" / "en"
 
@@ -116,7 +116,10 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("finetune", "an empty file", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{empty.txt}", "--dev", "{train.tsv}", "--out", "{root}/f7"], "empty.txt"),
     ("finetune", "SQuAD answers not in their context (all skipped)", ["finetune", "--task", "qa", "--model", "{model}", "--train", "{no-answer.json}", "--dev", "{no-answer.json}", "--out", "{root}/f8"], "no training examples"),
     ("finetune", "a model folder that is no model", ["finetune", "--task", "classify", "--model", "{empty-dir}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f9"], "empty-dir"),
-    ("finetune", "learning rate out of range", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f10", "--lr", "3"], "learning rate"),
+    ("finetune", "learning rate out of range", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f10", "--lr", "3"], "optim.lr must be in (0, 1)"),
+    ("finetune", "no training file given", ["finetune", "--task", "classify", "--model", "{model}", "--dev", "{train.tsv}", "--out", "{root}/f11"], "no training file: give --train FILE"),
+    ("finetune", "unknown config key", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f12", "--config", "{config-unknown.toml}"], "unknown key optim.lrr (did you mean optim.lr?)"),
+    ("finetune", "a setting for another task", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f13", "--crf"], "task.crf, task.constrained and task.scheme are for ner only"),
     ("evaluate", "a pre-trained (not fine-tuned) model", ["evaluate", "--model", "{model}", "--data", "{train.tsv}"], "was not fine-tuned"),
     ("evaluate", "a model folder of the wrong kind", ["evaluate", "--model", "{wrong-kind}", "--data", "{train.tsv}"], "holds a BertForSequenceClassification"),
     ("predict", "missing model folder", ["predict", "--model", "{missing}", "hello"], "missing.tsv"),

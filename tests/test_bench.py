@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bertkit import BertConfig
+
 ROOT = Path(__file__).parents[1]
 
 
@@ -39,19 +41,43 @@ def test_pretraining_step_figures(quick_run):
     assert results["header"]["peaks"]["fp32"] > 0 and results["header"]["peaks"]["bf16"] > 0
 
 
+def useful_inference_flops(cfg: BertConfig, batch: int, length: int) -> int:
+    """A forward's useful FLOPs as bench/common.py defines them, counted here from its docstring: 2 x the encoder
+    layers' parameters x the tokens, 4 x layers x hidden x sum(length^2) for attention, the pooler per sequence."""
+    H, inner, L = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    layer = (4 * H * H + 4 * H) + (2 * H * inner + inner + H) + 4 * H  # Q, K, V, output; feed-forward; 2 LayerNorms
+    return L * (2 * layer * batch * length + 4 * H * batch * length**2) + 2 * batch * (H * H + H)
+
+
 def test_inference_figures(quick_run):
     results, _ = quick_run
     records = results["sections"]["inference"]["records"]
     assert "32 x 32 full" not in {r["config"]["workload"] for r in records}  # the batch shape comes from the options
-    assert "4 x 32 full" in {r["config"]["workload"] for r in records}
+    full = [r for r in records if r["config"]["workload"] == "4 x 32 full"]
+    assert sorted(r["config"]["precision"] for r in full) == ["bf16", "fp32"]
     for r in records:
         check_comparison(r)
+    # the full 4 x 32 batch is the same work every round: --quick's three rounds give speed and MFU from the middle
+    # (median) round's time, 128 tokens and the FLOPs counted above
+    flops = useful_inference_flops(BertConfig.preset("tiny"), 4, 32)
+    for r in full:
+        assert r["rounds"] == 3
+        for side in ("bertkit", "transformers"):
+            seconds = r[side]["ms"] / 1000
+            assert r[side]["tok_s"] == pytest.approx(128 / seconds, rel=1e-9), (side, r)
+            assert r[side]["mfu"] == pytest.approx(flops / seconds / results["header"]["peaks"][r["config"]["precision"]],
+                                                   rel=1e-9), (side, r)
 
 
 def test_results_markdown(quick_run):
-    _, markdown = quick_run
+    results, markdown = quick_run
     for heading in ("## Machine", "## Targets", "## 1. Pre-training step", "## 2. Inference", "## Method"):
         assert heading in markdown
+    # every record's figures are in its table row, as the JSON gives them
+    for section in ("pretrain", "inference"):
+        for r in results["sections"][section]["records"]:
+            assert (f"| **{r['ratio']:.2f}x** | {r['best_ratio']:.2f}x | {100 * r['bertkit']['mfu']:.1f}% | "
+                    f"{100 * r['transformers']['mfu']:.1f}% |") in markdown, r
     assert "python -m bench --quick" in markdown
     assert "GEMM peak" in markdown
 

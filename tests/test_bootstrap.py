@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertkit import finetune as ft
-from bertkit.finetune import paired_bootstrap
+from bertkit.demo import stats
+from bertkit.demo.stats import paired_bootstrap
 from bertkit.tasks import get_task
 from bertkit.tasks.classify import ClassPrediction
 from bertkit.tasks.ner import TagPrediction
@@ -46,7 +46,7 @@ def test_accuracy_interval_matches_normal_theory_and_the_slow_path(tmp_path: Pat
     se = 100 * np.sqrt(0.125 * 0.875 / 400)
     assert low == pytest.approx(12.5 - 1.96 * se, abs=0.5) and high == pytest.approx(12.5 + 1.96 * se, abs=0.5)
     # the fast path (a mean of per-example differences) gives what scoring every resample whole gives
-    monkeypatch.setattr(ft, "_per_example", lambda *a: None)
+    monkeypatch.setattr(stats, "_per_example", lambda *a: None)
     slow = paired_bootstrap(task, data, base, other, "accuracy", resamples=300, seed=3)
     monkeypatch.undo()
     assert paired_bootstrap(task, data, base, other, "accuracy", resamples=300, seed=3) == pytest.approx(slow, abs=1e-9)
@@ -59,7 +59,7 @@ def test_entity_f1_is_rescored_whole_and_misaligned_predictions_are_refused(tmp_
     data = task.read(path)
     right = [TagPrediction(e, list(e.tags), [], "BIO") for e in data]
     half = [TagPrediction(e, list(e.tags) if i % 2 else ["O"] * len(e.tags), [], "BIO") for i, e in enumerate(data)]
-    assert ft._per_example(task, data, half, "f1") is None  # F1 over all entities is not a mean over sentences
+    assert stats._per_example(task, data, half, "f1") is None  # F1 over all entities is not a mean over sentences
     low, high = paired_bootstrap(task, data, half, right, "f1", resamples=200)
     whole = task.score(data, right)["f1"] - task.score(data, half)["f1"]
     assert 0 < low < whole < high

@@ -9,16 +9,15 @@ from pathlib import Path
 import pytest
 
 from bertkit.corpus import (
-    ReadReport,
     detect_format,
     is_heading,
     iter_documents,
-    list_files,
     read_documents,
     sniff,
     split_sentences,
 )
 from bertkit.errors import BertkitError
+from bertkit.fileio import ReadReport, list_files
 
 # ---- sentence splitting ---------------------------------------------------------------------------------
 
@@ -132,7 +131,7 @@ def test_jsonl_and_gzip(tmp_path):
     report = ReadReport()
     docs = list(read_documents([path], report=report))
     assert docs == [["One.", "Two.", "Three."], ["Four.", "Five."]]
-    assert report.skipped_lines == {"no field 'text'": 1, "field 'text' is not a string": 1, "invalid JSON": 1}
+    assert report.skipped == {"no field 'text'": 1, "field 'text' is not a string": 1, "invalid JSON": 1}
     write(tmp_path / "d.jsonl", json.dumps({"body": "Six. Seven."}) + "\n")
     assert list(read_documents([tmp_path / "d.jsonl"], text_field="body")) == [["Six.", "Seven."]]
 
@@ -166,7 +165,7 @@ def test_bad_files_and_lines_are_skipped_and_counted(tmp_path):
     report = ReadReport()
     docs = list(read_documents([tmp_path], input_format="google", report=report))
     assert docs[0] == ["Good line one.", "Good line two.", "Good line four."]
-    assert report.skipped_lines == {"not valid UTF-8": 1, "NUL byte (binary data)": 1}
+    assert report.skipped == {"not valid UTF-8": 1, "NUL byte (binary data)": 1}
     reasons = {Path(f["file"]).name: f["reason"] for f in report.skipped_files}
     assert reasons["a_empty.txt"] == reasons["b_blank.txt"] == "empty file (no text)"
     assert reasons["c_binary.bin"] == "binary file (NUL byte at byte 4)"

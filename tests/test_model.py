@@ -11,8 +11,7 @@ import transformers
 
 import bertkit
 from bertkit import BertConfig, BertkitError
-from bertkit.heads import span_loss
-from bertkit.model import local_attention_init
+from bertkit.init import local_attention_init
 from bertkit.pretrain import ModelSettings
 
 ATOL = 1e-5
@@ -73,13 +72,20 @@ def run_both(ours: torch.nn.Module, hf: torch.nn.Module, batch: dict[str, torch.
             a, b = ours(**x, labels=labels), hf(**x, labels=labels)
             return [("loss", a.loss, b.loss), ("logits", a.logits, b.logits)]
         if isinstance(ours, bertkit.BertForQuestionAnswering):
-            a = ours(**x, start_positions=batch["starts"], end_positions=batch["ends"])
+            starts, ends = batch["starts"], batch["ends"]
+            a = ours(**x, start_positions=starts, end_positions=ends)
             b = hf(**x)
-            # bertkit keeps [PAD] out of the span softmax; score transformers' logits the same way.
-            low = torch.finfo(torch.float32).min
-            b_loss = span_loss(b.start_logits.masked_fill(~valid, low), b.end_logits.masked_fill(~valid, low),
-                               batch["starts"], batch["ends"])
-            return [("loss", a.loss, b_loss), ("start_logits", a.start_logits[valid], b.start_logits[valid]),
+            # bertkit keeps [PAD] out of the span softmax (transformers gives it probability), so its loss on the
+            # padded batch is transformers' own loss of each row run alone, without padding, averaged over the rows
+            # that have a span inside them (a span past the row is ignored by both, as is the last row's here).
+            rows = []
+            for i, n in enumerate(valid.sum(1).tolist()):
+                alone = hf(**{k: v[i : i + 1, :n] for k, v in x.items()}, start_positions=starts[i : i + 1],
+                           end_positions=ends[i : i + 1]).loss
+                if torch.isfinite(alone):
+                    rows.append(alone)
+            assert 0 < len(rows) < len(starts)  # both kinds of row are in the batch
+            return [("loss", a.loss, torch.stack(rows).mean()), ("start_logits", a.start_logits[valid], b.start_logits[valid]),
                     ("end_logits", a.end_logits[valid], b.end_logits[valid])]
         if isinstance(ours, bertkit.BertForTokenClassification):
             a, b = ours(**x, labels=batch["token_labels"]), hf(**x, labels=batch["token_labels"])
@@ -184,12 +190,16 @@ def test_local_init_reads_word_order_where_bert_init_is_still_guessing() -> None
 
 
 def test_mlm_decoder_is_tied_to_word_embeddings() -> None:
+    torch.manual_seed(0)
     model = bertkit.BertForPreTraining(BertConfig.preset("tiny", vocab_size=50))
     names = [n for n, _ in model.named_parameters()]
     assert not any("decoder" in n for n in names)
     out = model(torch.tensor([[2, 7, 3]]), mlm_labels=torch.tensor([[-100, 7, -100]]), nsp_labels=torch.tensor([0]))
     out.loss.backward()
-    assert model.bert.embeddings.word_embeddings.weight.grad[7].abs().sum() > 0
+    # every row of the embedding matrix scores its token in the MLM softmax, so every row gets a gradient, not only
+    # those of the input's tokens (2, 7, 3) as an untied decoder would leave it
+    grad = model.bert.embeddings.word_embeddings.weight.grad
+    assert (grad.abs().sum(1) > 0).all()
 
 
 def test_padding_does_not_change_real_tokens() -> None:
@@ -226,9 +236,10 @@ def test_fresh_head_is_reported_and_extra_weights_listed(tmp_path: Path) -> None
     bertkit.BertForPreTraining(cfg).save_pretrained(tmp_path)
     clf = bertkit.BertForSequenceClassification.from_pretrained(tmp_path, id2label={0: "neg", 1: "pos"})
     assert clf.load_report.newly_initialized == ["classifier.linear.weight", "classifier.linear.bias"]
-    assert "mlm.bias" in clf.load_report.unused and "nsp.weight" in clf.load_report.unused
-    tagger = bertkit.BertForTokenClassification.from_pretrained(tmp_path)
-    assert "bert.pooler.dense.weight" in tagger.load_report.unused
+    heads = ["mlm.bias", "mlm.dense.bias", "mlm.dense.weight", "mlm.norm.bias", "mlm.norm.weight", "nsp.bias", "nsp.weight"]
+    assert clf.load_report.unused == heads
+    tagger = bertkit.BertForTokenClassification.from_pretrained(tmp_path)  # a tagger has no pooler either
+    assert tagger.load_report.unused == ["bert.pooler.dense.bias", "bert.pooler.dense.weight", *heads]
 
 
 def test_wrong_shapes_are_named(tmp_path: Path) -> None:
@@ -304,7 +315,10 @@ def test_precomputed_positions_give_the_same_step() -> None:
     batch = {"input_ids": b["input_ids"], "token_type_ids": b["token_type_ids"], "attention_mask": b["attention_mask"],
              "mlm_labels": b["mlm_labels"], "nsp_labels": b["nsp_labels"]}
     fast = training_batch(dict(batch))
-    assert "packed_indices" in fast and "mlm_positions" in fast
+    # flat (row-major) positions of the real tokens and of the predicted ones
+    mask, labels = batch["attention_mask"].flatten().tolist(), batch["mlm_labels"].flatten().tolist()
+    assert fast["packed_indices"].tolist() == [i for i, m in enumerate(mask) if m] and len(fast["packed_indices"]) < len(mask)
+    assert fast["mlm_positions"].tolist() == [i for i, label in enumerate(labels) if label != -100]
     with torch.no_grad():
         a = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_labels"], batch["nsp_labels"])
         c = model(fast["input_ids"], fast["token_type_ids"], fast["attention_mask"], fast["mlm_labels"], fast["nsp_labels"],
@@ -318,7 +332,7 @@ def test_precomputed_positions_give_the_same_step() -> None:
 def test_pretraining_gradients_equal_transformers(tmp_path: Path) -> None:
     """One training step's gradients, parameter by parameter, through the fast path (unpadded encoder,
     MLM head on the predicted positions only): the same as transformers' dense computation."""
-    from bertkit.checkpoint import to_hf
+    from bertkit.hf import to_hf
     from bertkit.pretrain import training_batch
 
     torch.manual_seed(0)
@@ -333,8 +347,7 @@ def test_pretraining_gradients_equal_transformers(tmp_path: Path) -> None:
        labels=b["mlm_labels"], next_sentence_label=b["nsp_labels"]).loss.backward()
     ours_grads = to_hf({name: p.grad for name, p in ours.named_parameters()})
     hf_grads = {name: p.grad for name, p in hf.named_parameters()}
-    tied = "cls.predictions.decoder.weight"  # transformers' decoder is the word embedding matrix itself
-    compared = [name for name in hf_grads if name in ours_grads]
-    assert set(hf_grads) - set(compared) <= {tied} and len(compared) > 30
-    for name in compared:
+    # parameter for parameter (both count the tied decoder once, as the word embedding matrix)
+    assert sorted(ours_grads) == sorted(hf_grads)
+    for name in hf_grads:
         torch.testing.assert_close(ours_grads[name], hf_grads[name], atol=1e-6, rtol=1e-4, msg=lambda m, n=name: f"{n}: {m}")

@@ -3,23 +3,26 @@ kill -9, Ctrl-C saving, and torchrun with two processes equal to one."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 import transformers
 
 import bertkit
 from bertkit.cli import main
 from bertkit.pretraining import prepare
+from bertkit.runlog import read_log
 from bertkit.tokenizer import Tokenizer
-from bertkit.train import read_log
 
 # Small enough to take seconds: 2 layers of 64, sequences of 64 tokens.
 TINY = ["model.hidden_size=64", "model.num_attention_heads=2", "model.intermediate_size=128",
@@ -37,7 +40,6 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Pat
     tok.save_pretrained(root / "vocab")
     out = root / "data"
     prepare([corpus], root / "vocab", out, max_seq_length=64, eval_fraction=0.05, progress=False, workers=1)
-    tok.save_pretrained(out)
     return out
 
 
@@ -47,6 +49,29 @@ def cli(*args: str) -> list[str]:
 
 def losses(run: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in read_log(run / "log.jsonl") if "loss" in r}
+
+
+def transformers_scores(hf: transformers.BertForPreTraining, examples: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    """Gives transformers' MLM and NSP loss and accuracy on pre-training instances, run one at a time (no padding),
+    and the accuracy of always guessing the most frequent masked token."""
+    mlm_loss = nsp_loss = 0.0
+    mlm_hits = nsp_hits = 0
+    targets: Counter = Counter()
+    with torch.no_grad():
+        for e in examples:
+            out = hf(input_ids=torch.as_tensor(e["input_ids"])[None], token_type_ids=torch.as_tensor(e["token_type_ids"])[None])
+            labels = torch.as_tensor(e["mlm_labels"])
+            at = labels != -100
+            logits = out.prediction_logits[0, at]  # (masked, V)
+            mlm_loss += F.cross_entropy(logits, labels[at], reduction="sum").item()
+            mlm_hits += int((logits.argmax(-1) == labels[at]).sum())
+            targets.update(labels[at].tolist())
+            nsp = torch.tensor([int(e["nsp_label"])])
+            nsp_loss += F.cross_entropy(out.seq_relationship_logits, nsp).item()
+            nsp_hits += int(out.seq_relationship_logits.argmax(-1) == nsp)
+    masked, n = sum(targets.values()), len(examples)
+    return {"mlm_loss": mlm_loss / masked, "mlm_acc": mlm_hits / masked, "nsp_loss": nsp_loss / n, "nsp_acc": nsp_hits / n,
+            "loss": mlm_loss / masked + nsp_loss / n, "mlm_baseline_acc": max(targets.values()) / masked}
 
 
 def test_pretrain_exports_a_model_transformers_loads(tmp_path: Path, data_dir: Path) -> None:
@@ -60,8 +85,12 @@ def test_pretrain_exports_a_model_transformers_loads(tmp_path: Path, data_dir: P
     train_rows = [r for r in rows if "loss" in r]
     evals = [r for r in rows if "eval_mlm_acc" in r]
     assert [r["step"] for r in train_rows] == [2, 4, 6, 8, 10, 12] and [r["step"] for r in evals] == [6, 12]
-    assert {"mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", "lr", "tokens_per_s"} <= set(train_rows[0])
-    assert "eval_mlm_baseline_acc" in evals[0] and 0 <= evals[0]["eval_mlm_shuffled_acc"] <= 1
+    assert set(train_rows[0]) == {"step", "lr", "grad_norm", "loss", "mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", "tokens_per_s"}
+    for r in train_rows:
+        assert r["loss"] == pytest.approx(r["mlm_loss"] + r["nsp_loss"])  # Google's loss: the sum of the two
+        assert r["nsp_acc"] * 16 == round(r["nsp_acc"] * 16)  # right guesses out of the 2 x 8 sequences of the row
+        # one warm-up step (1% of 12, rounded up), then linear decay to 0 at step 12: step s ran at 1e-3 (13 - s) / 11
+        assert r["lr"] == pytest.approx(1e-3 * (13 - r["step"]) / 11)
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00000006.pt", "step-00000012.pt"]
     assert list((run / "tb").iterdir()), "TensorBoard events"
 
@@ -75,43 +104,27 @@ def test_pretrain_exports_a_model_transformers_loads(tmp_path: Path, data_dir: P
     valid = batch["attention_mask"].bool()
     torch.testing.assert_close(a.prediction_logits[valid], b.prediction_logits[valid], atol=1e-5, rtol=0)
 
+    # the last evaluation (step 12) is the exported model's, as transformers scores it on the same held-out instances:
+    # the first eval_batches x batch size = 16, masks drawn with the run's seed, then with each segment's words
+    # shuffled (the shuffles drawn in order from a generator of that seed)
+    from bertkit.pretrain import shuffle_segments
+    from bertkit.pretraining import PretrainingData
+
+    seed = json.loads((run / "config.json").read_text())["train"]["seed"]
+    held_out = [PretrainingData(data_dir, "eval").example(i, 0, seed) for i in range(16)]
+    rng = np.random.default_rng(seed)
+    expected = transformers_scores(hf, held_out)
+    expected["mlm_shuffled_acc"] = transformers_scores(hf, [shuffle_segments(e, rng) for e in held_out])["mlm_acc"]
+    assert {k.removeprefix("eval_"): v for k, v in evals[-1].items() if k != "step"} == pytest.approx(expected, rel=1e-4)
+
     assert main(["plot", str(run)]) == 0
     assert (run / "curves.png").stat().st_size > 10_000
 
 
-def test_span_selection_trains_a_head_that_qa_fine_tuning_and_transformers_take_over(tmp_path: Path, data_dir: Path) -> None:
-    run = tmp_path / "run"
-    assert main(["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "40", "--batch-size", "16",
-                 "--lr", "2e-3", *TINY, *NO_DROPOUT, "data.span_selection=0.5", "log.every=5", "log.eval_every=40",
-                 "checkpoint.every=0"]) == 0
-    rows = read_log(run / "log.jsonl")
-    train_rows = [r for r in rows if "span_loss" in r]
-    assert len(train_rows) == 8 and {"mlm_loss", "nsp_loss", "span_acc"} <= set(train_rows[0])
-    assert all(0 < r["span_loss"] < 6 for r in train_rows)  # learning it takes ~1,000 steps or more (docs/pretraining.md)
-    assert train_rows[-1]["loss"] == pytest.approx(sum(train_rows[-1][k] for k in ("mlm_loss", "nsp_loss", "span_loss")))
-    assert 0 <= [r for r in rows if "eval_span_acc" in r][-1]["eval_span_acc"] <= 1
-
-    model_dir = run / "model"
-    pre = bertkit.BertForPreTraining.from_pretrained(model_dir)
-    qa = bertkit.BertForQuestionAnswering.from_pretrained(model_dir).eval()
-    assert pre.qa_outputs is not None and qa.load_report.newly_initialized == []
-    torch.testing.assert_close(qa.qa_outputs.weight, pre.qa_outputs.weight, atol=0, rtol=0)
-    hf = transformers.BertForQuestionAnswering.from_pretrained(model_dir).eval()
-    tok = Tokenizer.from_pretrained(model_dir)
-    batch = tok(["who said it [MASK] find that"], ["the jury said it did find that"], return_tensors="pt")
-    with torch.no_grad():
-        a, b = qa(**batch), hf(**batch)
-    torch.testing.assert_close(a.start_logits, b.start_logits, atol=1e-5, rtol=0)
-    torch.testing.assert_close(a.end_logits, b.end_logits, atol=1e-5, rtol=0)
-    # a model pre-trained without the head, or loaded by transformers' own pre-training class, is unaffected
-    assert transformers.BertForPreTraining.from_pretrained(model_dir) is not None
-
-
 def test_kill_9_then_resume_continues_exactly(tmp_path: Path, data_dir: Path) -> None:
-    # with span-selection questions among the instances: they too are a function of the step
     # 40 steps, killed once 12 are logged: the margin keeps a fast machine from finishing between two polls
     args = ["pretrain", "--data", str(data_dir), "--steps", "40", "--batch-size", "8", "--lr", "1e-3",
-            *TINY, "log.every=1", "log.eval_every=0", "checkpoint.every=5", "data.span_selection=0.3"]
+            *TINY, "log.every=1", "log.eval_every=0", "checkpoint.every=5"]
     whole = tmp_path / "whole"
     subprocess.run(cli(*args, "--out", str(whole)), check=True, capture_output=True)
 
@@ -160,9 +173,7 @@ def test_a_time_budget_stops_the_run_and_its_rate_reaches_zero_with_the_time(tmp
     args = ["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "100000", "--batch-size", "8",
             "--lr", "1e-3", *TINY, "train.minutes=0.05", "optim.warmup=0.2", "log.every=1", "log.eval_every=0",
             "checkpoint.every=0"]
-    t0 = time.perf_counter()
     assert main(args) == 0
-    assert 3.0 <= time.perf_counter() - t0 < 30
     rows = [r for r in read_log(run / "log.jsonl") if "lr" in r]
     steps, lr = [r["step"] for r in rows], [r["lr"] for r in rows]
     assert 4 <= steps[-1] < 100000  # stopped by the clock
@@ -170,7 +181,7 @@ def test_a_time_budget_stops_the_run_and_its_rate_reaches_zero_with_the_time(tmp
     assert 0 < top < len(lr) - 1 and max(lr) > 0.5e-3  # warmed up over the first fifth of the time, then decayed
     assert lr[-1] < 0.15 * max(lr) and all(a >= b for a, b in zip(lr[top:], lr[top + 1:], strict=False))
     elapsed = torch.load(next((run / "checkpoints").iterdir()), weights_only=False)["elapsed"]
-    assert 3.0 <= elapsed < 4.0
+    assert elapsed >= 3.0  # it stopped because the budget was spent (how soon after depends on the machine)
 
     # interrupted, a budget run resumes with the time it had left, its rate continuing the decay
     cut = tmp_path / "cut"
@@ -182,14 +193,13 @@ def test_a_time_budget_stops_the_run_and_its_rate_reaches_zero_with_the_time(tmp
     assert [r["step"] for r in rows] == list(range(1, len(rows) + 1))
     assert rows[-1]["lr"] < 0.15e-3
     final = torch.load(max((cut / "checkpoints").iterdir()), weights_only=False)["elapsed"]
-    assert 6.0 <= final < 7.5
+    assert final >= 6.0
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
 def test_torchrun_two_processes_equal_one(tmp_path: Path, data_dir: Path) -> None:
     args = ["pretrain", "--data", str(data_dir), "--steps", "4", "--batch-size", "8", "--lr", "1e-3",
-            *TINY, *NO_DROPOUT, "log.every=1", "log.eval_every=0", "checkpoint.every=0", "train.device=cpu",
-            "data.span_selection=0.3"]  # questions too: their loss is averaged over all processes' questions
+            *TINY, *NO_DROPOUT, "log.every=1", "log.eval_every=0", "checkpoint.every=0", "train.device=cpu"]
     one = tmp_path / "one"
     subprocess.run(cli(*args, "--out", str(one)), check=True, capture_output=True)
     two = tmp_path / "two"
@@ -222,7 +232,7 @@ def test_torchrun_processes_share_one_clock(tmp_path: Path, data_dir: Path) -> N
     steps = [r["step"] for r in rows]
     assert steps == list(range(2, 2 * len(rows) + 1, 2)) and 4 <= steps[-1] < 100000  # stopped by the clock, at a log step
     assert rows[-1]["lr"] < 0.2 * max(r["lr"] for r in rows)
-    assert 3.0 <= torch.load(max((run / "checkpoints").iterdir()), weights_only=False)["elapsed"] < 5.0
+    assert torch.load(max((run / "checkpoints").iterdir()), weights_only=False)["elapsed"] >= 3.0
 
 
 def test_local_init_starts_from_the_data_unigram_and_heads_on_neighbours(tmp_path: Path, data_dir: Path) -> None:

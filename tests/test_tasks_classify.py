@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bertkit import BertConfig
 from bertkit.errors import BertkitError
@@ -39,14 +41,30 @@ def test_end_to_end_with_a_tiny_model(shared_data: Path, tok: Tokenizer):
             batch = task.collate(features.rows[i : i + 32], tok.pad_token_id)
             assert set(batch) <= set(inspect.signature(model.forward).parameters)
             assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
-            outputs.append(model(**batch))
-    assert outputs[0].loss is not None
+            out = model(**batch)
+            # the loss is the mean cross-entropy of the rows' gold labels, which are the file's, in label-id order
+            assert batch["labels"].tolist() == [label2id[e.label] for e in dev.examples[i : i + 32]]
+            torch.testing.assert_close(out.loss, F.cross_entropy(out.logits, batch["labels"]))
+            outputs.append(out)
     predictions = task.decode(features, outputs)
-    assert len(predictions) == len(dev) and all(p.label in labels for p in predictions)
-    scores = task.score(dev, predictions)
-    assert set(scores) == {"accuracy", "f1", "mcc"} and task.main_metric in scores
+    logits = torch.cat([o.logits for o in outputs])  # (N, 2), in feature order = file order
+    assert [p.example for p in predictions] == list(dev.examples)
+    assert [p.label for p in predictions] == [labels[k] for k in logits.argmax(-1).tolist()]
+    for p, probs in zip(predictions, logits.softmax(-1).tolist(), strict=True):
+        assert list(p.probabilities) == labels and list(p.probabilities.values()) == pytest.approx(probs, abs=1e-6)
+    # the scores, recomputed by hand from the predictions: accuracy, F1 of class "1", Matthews correlation
+    gold, pred = [e.label for e in dev], [p.label for p in predictions]
+    pairs = list(zip(gold, pred, strict=True))
+    tp, tn = sum(g == p == "1" for g, p in pairs), sum(g == p == "0" for g, p in pairs)
+    fp, fn = pred.count("1") - tp, gold.count("1") - tp
+    denom = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    assert task.score(dev, predictions) == pytest.approx({
+        "accuracy": 100 * (tp + tn) / len(dev), "f1": 100 * 2 * tp / (2 * tp + fp + fn),
+        "mcc": 100 * (tp * tn - fp * fn) / denom if denom else 0.0})
+    assert task.main_metric == "accuracy"
     out = task.prediction_json(predictions[0])
-    assert set(out) == {"text", "pair", "label", "probabilities"}
+    assert out == {"text": dev[0].text, "pair": dev[0].pair, "label": predictions[0].label,
+                   "probabilities": {k: round(v, 6) for k, v in predictions[0].probabilities.items()}}
     assert sum(out["probabilities"].values()) == pytest.approx(1, abs=1e-5)
 
 

@@ -10,9 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertkit.tasks import metrics as M
-from bertkit.tasks.readers import read_conll
-from bertkit.tasks.schemes import (
+from bertkit.schemes import (
     allowed_transitions,
     convert,
     detect_scheme,
@@ -21,6 +19,8 @@ from bertkit.tasks.schemes import (
     tag_set,
     to_tags,
 )
+from bertkit.tasks import metrics as M
+from bertkit.tasks import read_conll
 
 # ---------------------------------------------------------------------------------------------------
 # Classification and regression

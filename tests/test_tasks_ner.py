@@ -10,13 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bertkit import BertConfig
+from bertkit.config import IGNORE
+from bertkit.crf import CRF
 from bertkit.errors import BertkitError
-from bertkit.heads import IGNORE
-from bertkit.tasks import CRF, Dataset, NERTask
+from bertkit.schemes import allowed_transitions, convert
+from bertkit.tasks import Dataset, NERTask
 from bertkit.tasks.ner import NERFeatures, token_windows
-from bertkit.tasks.schemes import allowed_transitions, convert
 from bertkit.tokenizer import Tokenizer
 
 
@@ -77,8 +79,11 @@ def test_conll_gold_logits_give_back_the_gold_entities(conll):
     scores = task.score(test, predictions)
     assert scores["f1"] == 100.0 and scores["recall"] == 100.0
     assert NERTask(strict=True).score(test, predictions)["f1"] == 100.0
-    assert {"f1/PER", "precision/LOC", "recall/ORG", "support/MISC"} <= set(scores)
-    assert all(set(p.tags) <= set(labels) for p in predictions)
+    # every type scores 100 on its gold entities, as many as CoNLL-2003's testb has of each type
+    types = ("LOC", "MISC", "ORG", "PER")
+    assert {t: scores[f"support/{t}"] for t in types} == {"LOC": 1668, "MISC": 702, "ORG": 1661, "PER": 1617}
+    assert {scores[f"{m}/{t}"] for m in ("precision", "recall", "f1") for t in types} == {100.0}
+    assert [p.tags for p in predictions] == [convert(list(e.tags), "BIO", "IOB1") for e in test]  # the gold, as BIO
     with_crf = task.decode(features, logits, crf=CRF.for_labels(labels))
     assert [p.tags for p in with_crf] == [p.tags for p in predictions]
 
@@ -93,7 +98,9 @@ def test_msra_bioes_gold_logits_and_long_sentences(shared_data: Path, zh_tok: To
     predictions = task.decode(features, gold_logits(features))
     scores = task.score(test, predictions)
     assert scores["f1"] == 100.0 and scores["precision"] == 100.0
-    assert any(t.startswith("S-") for p in predictions for t in p.tags)  # predicted in the training scheme
+    assert {t: scores[f"support/{t}"] for t in ("LOC", "ORG", "PER")} == {"LOC": 2886, "ORG": 1331, "PER": 1973}  # MSRA's test
+    assert test.scheme == "BIO"
+    assert [p.tags for p in predictions] == [convert(list(e.tags), "BIOES", "BIO") for e in test]  # in the training scheme
     longest = max(range(len(test)), key=lambda i: len(test[i].words))
     assert len(test[longest].words) == 2427
     rows = np.flatnonzero(features.example_index == longest)
@@ -111,6 +118,7 @@ def test_token_windows_cut_at_word_starts():
     assert all(b - a <= 8 for a, b in spans)
     assert all(a in word_starts for a, _ in spans)
     assert all(b in word_starts or b == 22 for _, b in spans)
+    assert all(a0 < a1 <= b0 < b1 for (a0, b0), (a1, b1) in itertools.pairwise(spans))  # each overlaps or meets the next
     assert token_windows(np.array([0, 30]), 35, budget=8) == [(0, 8), (30, 35)]  # a 30-piece word is cut inside
 
 
@@ -166,9 +174,14 @@ def test_tiny_model_batch(conll, en_tok: Tokenizer):
     assert (batch["labels"][batch["attention_mask"] == 0] == IGNORE).all()
     with torch.no_grad():
         out = model(**batch)
-    assert torch.isfinite(out.loss)
+    # no CRF: the loss is the mean cross-entropy over the labelled positions (each word's first sub-token)
+    labelled = batch["labels"] != IGNORE
+    assert len(features) == len(few) and labelled.sum(1).tolist() == [len(e.words) for e in few]
+    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[labelled], batch["labels"][labelled]))
     predictions = task.decode(features, out)
-    assert [len(p.tags) for p in predictions] == [len(e.words) for e in few]
+    # each word's tag is the argmax of its first sub-token's logits
+    assert [p.tags for p in predictions] == [[labels[k] for k in out.logits[r][labelled[r]].argmax(-1).tolist()]
+                                             for r in range(len(few))]
 
 
 def test_constrained_decoding_gives_the_most_probable_well_formed_sequence(en_tok: Tokenizer):

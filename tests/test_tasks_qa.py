@@ -155,7 +155,8 @@ def test_squad_v2_unanswerable_questions(tmp_path: Path, zh_tok: Tokenizer):
     logits = gold_logits(features)
     predictions = task.decode(features, logits)
     assert [p.text for p in predictions] == ["北京", ""]
-    assert predictions[1].null_score_diff > 0
+    # no answer: [CLS] scores 10 + 10 while every span of the context scores 0 + 0
+    assert predictions[1].null_score_diff == pytest.approx(20.0) and predictions[0].null_score_diff == pytest.approx(-20.0)
     scores = task.score(data, predictions)
     assert scores["exact_match"] == 100.0 and scores["no_ans_exact_match"] == 100.0
     # a high threshold keeps the best span even where [CLS] wins
@@ -171,11 +172,42 @@ def test_tiny_model_outputs_decode(shared_data: Path, zh_tok: Tokenizer):
     torch.manual_seed(0)
     model = task.model_class(BertConfig.preset("tiny", vocab_size=zh_tok.vocab_size).with_labels(task.labels(data)))
     model.eval()
+    outputs, padded = [], 0
     with torch.no_grad():
-        outputs = [model(**task.collate(features.rows[i : i + 4], zh_tok.pad_token_id)) for i in range(0, len(features), 4)]
-    assert outputs[0].loss is not None
+        for i in range(0, len(features), 4):
+            batch = task.collate(features.rows[i : i + 4], zh_tok.pad_token_id)
+            out = model(**batch)
+            # [PAD] scores lowest; the loss is the mean over rows of the start and end cross-entropies over the row's
+            # own tokens, recomputed row by row without padding
+            pad = batch["attention_mask"] == 0
+            lowest = torch.finfo(torch.float32).min
+            assert (out.start_logits[pad] == lowest).all() and (out.end_logits[pad] == lowest).all()
+            padded += int(pad.sum())
+            rows = []
+            for r, n in enumerate(batch["attention_mask"].sum(1).tolist()):
+                s, e = int(batch["start_positions"][r]), int(batch["end_positions"][r])
+                rows.append(-(out.start_logits[r, :n].log_softmax(-1)[s] + out.end_logits[r, :n].log_softmax(-1)[e]) / 2)
+            torch.testing.assert_close(out.loss, torch.stack(rows).mean())
+            outputs.append(out)
+    assert padded > 0  # some batch was padded
     predictions = task.decode(features, outputs)
-    assert len(predictions) == 4
-    for p in predictions:
+    assert [p.example for p in predictions] == list(data.examples)
+    row_logits = [(o.start_logits[j], o.end_logits[j]) for o in outputs for j in range(len(o.start_logits))]  # by row
+    for i, p in enumerate(predictions):
         assert p.text and p.example.context[p.start : p.end] == p.text
-        assert len(p.nbest) <= 20 and p.nbest[0]["text"] == p.text
+        assert len(p.nbest) <= 20 and p.nbest[0]["text"] == p.text and p.score == p.nbest[0]["score"]
+        assert [c["score"] for c in p.nbest] == sorted((c["score"] for c in p.nbest), reverse=True)
+        # SQuAD v1: the n-best probabilities are the softmax of their scores
+        scores = torch.tensor([c["score"] for c in p.nbest], dtype=torch.float64)
+        assert [c["probability"] for c in p.nbest] == pytest.approx(scores.softmax(0).tolist(), abs=1e-9)
+        # the answer's score is exactly the start + end logit of a span of context tokens, at most 30 long, in one of
+        # the question's windows, starting on a token that window has the most context around
+        found = False
+        for r in np.flatnonzero(features.example_index == i):
+            k, w = int(features.context_position[r]), int(features.window_length[r])
+            start, end = row_logits[r]
+            spans = start[k : k + w, None] + end[None, k : k + w]  # (w, w): [a, b] scores the span a..b
+            a, b = torch.meshgrid(torch.arange(w), torch.arange(w), indexing="ij")
+            valid = (b >= a) & (b - a < 30) & torch.as_tensor(features.max_context[r], dtype=torch.bool)[:, None]
+            found |= bool((spans[valid] == p.score).any())
+        assert found, p.score

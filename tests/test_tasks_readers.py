@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -53,7 +55,7 @@ def test_cmrc_dev_counts_its_wrong_offsets_and_missing_answers(shared_data: Path
 def test_squad_answers_sit_at_their_offsets_and_whole_words(shared_data: Path):
     data = read_squad(shared_data / "squad_v1.1" / "dev-v1.1.json")
     assert data.impossible == 0
-    assert data.report.fixed["answer moved out of a longer word"] > 0
+    assert dict(data.report.fixed) == {"answer moved out of a longer word": 180}
     golden = next(e for e in data if e.qid == "56be4db0acb8001400a502f0")  # "gold" was found inside "golden"
     a = golden.answers[0]
     assert golden.context[a.start : a.start + len(a.text)] == a.text
@@ -65,19 +67,24 @@ def test_mrpc_bom_and_crlf_are_handled(shared_data: Path):
     first, last = data[0], data[-1]
     assert first.label == "1" and first.text.startswith("Amrozi accused")
     assert '"the witness"' in first.text  # TSV read without quoting
-    assert not last.pair.endswith("\r") and last.label in ("0", "1")
+    # the last line as the file has it (Quality, #1 ID, #2 ID, #1 String, #2 String), CRLF dropped
+    fields = (shared_data / "mrpc" / "msr_paraphrase_train.txt").read_bytes().decode("utf-8").split("\r\n")[-2].split("\t")
+    assert (last.label, last.text, last.pair) == (fields[0], fields[3], fields[4]) and not last.pair.endswith("\r")
+    assert last.line == len(data) + 1 == 4_077  # after the header
 
 
 def test_gluetsv_and_waimai_columns(shared_data: Path):
     sst = read_table(shared_data / "sst2" / "dev.tsv", fields=("text", "label"))
     assert sst[0].pair is None and sst[0].label == "1" and sst[0].line == 2
     rte = read_table(shared_data / "rte" / "dev.tsv")
-    assert rte[0].pair and rte[0].label in ("0", "1")
+    first = (shared_data / "rte" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1].split("\t")  # sentence1 sentence2 label idx
+    assert (rte[0].text, rte[0].pair, rte[0].label) == tuple(first[:3])
     waimai = read_table(shared_data / "waimai_10k" / "waimai_10k.csv", fields=("text", "label"))
     assert {e.label for e in waimai} == {"0", "1"}
     assert sum(e.label == "1" for e in waimai) == 4_000
     quoted = next(e for e in waimai if "," in e.text)  # a quoted review holding commas stays whole
-    assert quoted.label in ("0", "1")
+    raw = (shared_data / "waimai_10k" / "waimai_10k.csv").read_text(encoding="utf-8").splitlines()[quoted.line - 1]
+    assert [quoted.label, quoted.text] == next(csv.reader([raw]))  # label,review
 
 
 def test_conll_schemes_docstart_and_nfkc(shared_data: Path):
@@ -89,8 +96,10 @@ def test_conll_schemes_docstart_and_nfkc(shared_data: Path):
     assert msra.scheme == "BIO"  # the training file's 6 stray chunk-opening I- tags do not make it IOB1
     raw = read_conll(shared_data / "msra_ner" / "test.bio.txt")
     full_width = sum(w in "０１２３４５６７８９" for e in raw for w in e.words)
-    assert full_width > 0
+    assert full_width == 3_072
     assert not any(w in "０１２３４５６７８９" for e in msra for w in e.words)
+    assert [e.words for e in msra] == [tuple(unicodedata.normalize("NFKC", w) for w in e.words) for e in raw]
+    assert [e.tags for e in msra] == [e.tags for e in raw]
 
 
 def test_split_is_fixed_disjoint_and_complete(shared_data: Path):

@@ -426,6 +426,7 @@ def test_train_on_chinese_splits_characters_and_latin_words(shared_data):
     pieces = tok.tokenize("Transformers")
     assert len(pieces) > 1 and not pieces[0].startswith("##") and "[UNK]" not in pieces
     assert all(p.startswith("##") for p in pieces[1:])
+    assert "".join(p.removeprefix("##") for p in pieces) == "transformers"  # the word, lower-cased, in vocabulary pieces
 
 
 def test_train_on_english_leaves_few_unknowns_on_held_out_text(shared_data, tmp_path):
@@ -465,7 +466,7 @@ def test_cased_training_keeps_case(english):
 def test_bad_vocabularies_name_the_file_and_the_problem(tmp_path):
     with pytest.raises(BertkitError, match=f"{tmp_path / 'nope'}: no such folder"):
         Tokenizer.from_pretrained(tmp_path / "nope")
-    with pytest.raises(BertkitError, match="vocab.txt: vocab.txt not found"):
+    with pytest.raises(BertkitError, match="vocab.txt: no such vocab.txt"):
         Tokenizer.from_pretrained(tmp_path)
     with pytest.raises(BertkitError, match=r"v1\.txt: vocabulary lacks the special token\(s\) \[CLS\] \[MASK\]"):
         Tokenizer.from_vocab_file(_write(tmp_path / "v1.txt", ["[PAD]", "[UNK]", "[SEP]", "a"]))
@@ -498,7 +499,7 @@ def test_bad_training_files_name_the_file(tmp_path):
     with pytest.raises(BertkitError, match=f"{tmp_path / 'missing.txt'}: no such file or folder"):
         Tokenizer.train_from_files([tmp_path / "missing.txt"], vocab_size=100)
     (tmp_path / "empty").mkdir()
-    with pytest.raises(BertkitError, match="folder holds no .txt or .gz files"):
+    with pytest.raises(BertkitError, match="empty: folder holds no files"):
         Tokenizer.train_from_files([tmp_path / "empty"], vocab_size=100)
     (tmp_path / "bad.txt").write_bytes(b"fine line\nbad \xc3\x28 line\n")
     with pytest.raises(BertkitError, match=r"bad\.txt line 2: not valid UTF-8"):
@@ -506,6 +507,23 @@ def test_bad_training_files_name_the_file(tmp_path):
     (tmp_path / "broken.gz").write_bytes(b"not gzip at all")
     with pytest.raises(BertkitError, match=r"broken\.gz: cannot read"):
         Tokenizer.train_from_files([tmp_path / "broken.gz"], vocab_size=100)
+
+
+def test_vocab_reads_the_files_prepare_reads(tmp_path):
+    """One folder, the same files for `bertkit vocab` and `bertkit prepare` (bertkit.fileio.list_files): every file
+    that is not hidden, whatever its extension; from JSON lines the text field only, not the JSON around it."""
+    from bertkit.fileio import list_files
+
+    corpus = tmp_path / "corpus"
+    (corpus / "sub").mkdir(parents=True)
+    (corpus / "a.txt").write_text("alpha alpha alpha\n", encoding="utf-8")
+    (corpus / "sub" / "b.md").write_text("beta beta beta\n", encoding="utf-8")
+    (corpus / "c.jsonl").write_text('{"text": "gamma gamma gamma", "meta": "delta"}\n', encoding="utf-8")
+    (corpus / ".hidden.txt").write_text("epsilon epsilon epsilon\n", encoding="utf-8")
+    assert [p.relative_to(corpus).as_posix() for p in list_files([corpus])] == ["a.txt", "c.jsonl", "sub/b.md"]
+    vocab = Tokenizer.train_from_files([corpus], vocab_size=60, min_frequency=1).vocab
+    assert {"alpha", "beta", "gamma"} <= set(vocab)
+    assert not {"delta", "epsilon", "meta", "text", '"'} & set(vocab)
 
 
 def test_real_latin1_book_is_named_with_its_line(shared_data):

@@ -60,9 +60,7 @@ def cmd_info(args: argparse.Namespace) -> None:
 
 def cmd_prepare(args: argparse.Namespace) -> None:
     from .pretraining import prepare
-    from .tokenizer import Tokenizer
 
-    tok = Tokenizer.from_pretrained(args.vocab)
     meta = prepare(
         args.input, args.vocab, args.out, max_seq_length=args.max_seq_length, short_seq_prob=args.short_seq_prob,
         masked_lm_prob=args.masked_lm_prob, max_predictions_per_seq=args.max_predictions_per_seq,
@@ -70,7 +68,6 @@ def cmd_prepare(args: argparse.Namespace) -> None:
         eval_fraction=args.eval_fraction, seed=args.seed, input_format=args.format, text_field=args.text_field,
         lang=args.lang, on_error=args.on_error, workers=args.workers,
     )
-    tok.save_pretrained(args.out)  # the data folder carries its vocabulary: training and export read it there
     counts = meta.get("counts", {})
     print(f"wrote {args.out}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items() if isinstance(v, int)))
 
@@ -94,32 +91,35 @@ def cmd_pretrain(args: argparse.Namespace) -> None:
 
 
 def _read_options(args: argparse.Namespace) -> dict:
-    """Reader options given on the command line: a file format and a column mapping for the user's own files."""
+    """Reader options given on the command line for `evaluate`: a file format and a column mapping."""
     opts: dict = {}
-    if getattr(args, "format", None):
+    if args.format:
         opts["format"] = args.format
-    if getattr(args, "columns", None):
-        cols: dict = {}
-        for item in args.columns.split(","):
-            name, sep, col = item.partition("=")
-            if not sep:
-                raise BertkitError(f"--columns {args.columns!r}: expected name=column pairs, e.g. text=0,label=1")
-            cols[name.strip()] = int(col) if col.strip().lstrip("-").isdigit() else col.strip()
-        opts["columns"] = cols
-    if getattr(args, "no_header", False):
+    if args.columns:
+        opts["columns"] = _columns(args.columns)
+    if args.no_header:
         opts["header"] = False
-    if getattr(args, "normalize", None):
+    if args.normalize:
         opts["normalize"] = args.normalize
-    if getattr(args, "skip_bad_rows", False):
+    if args.skip_bad_rows:
         opts["bad_rows"] = "skip"
     return opts
 
 
-def _grid(spec: str | None) -> dict | None:
+def _columns(spec: str) -> dict[str, str | int]:
+    """--columns "text=0,label=1" or "text=review,label=label": where each field is, by index or header name."""
+    cols: dict[str, str | int] = {}
+    for item in spec.split(","):
+        name, sep, col = item.partition("=")
+        if not sep:
+            raise BertkitError(f"--columns {spec!r}: expected name=column pairs, e.g. text=0,label=1")
+        cols[name.strip()] = int(col) if col.strip().lstrip("-").isdigit() else col.strip()
+    return cols
+
+
+def _grid(spec: str) -> dict[str, list]:
     """--grid with no value: the paper's grid; "batch_size=16,32;lr=5e-5,3e-5;epochs=2,3" a subset."""
-    if spec is None:
-        return None
-    grid: dict = {}
+    grid: dict[str, list] = {}
     for part in filter(None, spec.split(";")):
         key, sep, values = part.partition("=")
         key = key.strip().replace("-", "_")
@@ -127,33 +127,40 @@ def _grid(spec: str | None) -> dict | None:
             raise BertkitError(f"--grid {spec!r}: expected batch_size=..;lr=..;epochs=.. (any of them)")
         kind = float if key == "lr" else int
         try:
-            grid[key] = tuple(kind(v) for v in values.split(","))
+            grid[key] = [kind(v) for v in values.split(",")]
         except ValueError:
             raise BertkitError(f"--grid {spec!r}: {key} values must be numbers") from None
     return grid
 
 
+# option -> setting it sets (None: not given); flags turned on by their presence map to True
+FINETUNE_FLAGS = {
+    "task": "task.name", "model": "model", "out": "out", "train": "data.train", "dev": "data.dev", "test": "data.test",
+    "epochs": "train.epochs", "batch_size": "train.batch_size", "lr": "optim.lr", "max_seq_length": "task.max_seq_length",
+    "seed": "train.seed", "warmup": "optim.warmup", "precision": "train.precision", "device": "train.device",
+    "format": "data.format", "normalize": "data.normalize", "skip_bad_rows": "data.skip_bad_rows",
+    "regression": "task.regression", "scheme": "task.scheme", "doc_stride": "task.doc_stride", "crf": "task.crf",
+    "constrained": "task.constrained",
+}
+
+
 def cmd_finetune(args: argparse.Namespace) -> None:
+    from . import settings
     from .finetune import FinetuneSettings, finetune
 
-    task_options: dict = {}
-    if args.regression:
-        task_options["regression"] = True
-    if args.scheme:
-        task_options["scheme"] = args.scheme
-    if args.doc_stride:
-        task_options["doc_stride"] = args.doc_stride
-    if args.constrained:
-        task_options["constrained"] = True
-    cfg = FinetuneSettings(
-        task=args.task, model=args.model, train=args.train, dev=args.dev, test=args.test, out=args.out,
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_seq_length=args.max_seq_length, seed=args.seed,
-        warmup=args.warmup, precision=args.precision, device=args.device, read_options=_read_options(args),
-        task_options=task_options, grid=_grid(args.grid) if args.grid is not None else None, crf=args.crf,
-    )
+    base = args.config
+    if args.resume and base is None and args.out is not None and (args.out / "config.json").is_file():
+        base = args.out / "config.json"  # resuming: the run's own settings, with what this command line changes
+    flags = {key: getattr(args, name) for name, key in FINETUNE_FLAGS.items()}
+    flags["data.columns"] = _columns(args.columns) if args.columns else None
+    flags["data.header"] = False if args.no_header else None
+    if args.grid is not None:  # --grid alone: the paper's grid; with a SPEC, those values
+        grid = _grid(args.grid)
+        flags.update({f"grid.{k}": v for k, v in grid.items()} if grid else {"grid": {}})
+    cfg = settings.load(FinetuneSettings, base, args.overrides, flags)
     summary = finetune(cfg, resume=args.resume)
     best = summary["best"]
-    print(json.dumps({"best": best, **({"test": summary["test"]} if "test" in summary else {}), "model": str(args.out / "model")}))
+    print(json.dumps({"best": best, **({"test": summary["test"]} if "test" in summary else {}), "model": str(Path(cfg.out) / "model")}))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -197,7 +204,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    from .plot import plot_run
+    from .demo.plots import plot_run
 
     print(plot_run(args.run, args.out))
 
@@ -283,32 +290,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_pretrain)
 
     p = sub.add_parser("finetune", help="fine-tune on a labelled task (classify, pair, qa, ner)",
-                       description="Fine-tune a pre-trained BERT the way the paper does; the best model goes to OUT/model.")
-    p.add_argument("--task", required=True, choices=["classify", "pair", "qa", "ner"])
-    p.add_argument("--model", required=True, type=Path, help="pre-trained model folder (bertkit's or Hugging Face's)")
-    p.add_argument("--train", required=True, type=Path)
-    p.add_argument("--dev", required=True, type=Path)
-    p.add_argument("--test", type=Path)
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=2e-5)
+                       description="Fine-tune a pre-trained BERT the way the paper does; the best model goes to OUT/model. "
+                                   "Settings come from --config (TOML/JSON), the options below, then key=value "
+                                   "overrides such as optim.weight_decay=0 or train.eval_batch_size=128.")
+    p.add_argument("--task", choices=["classify", "pair", "qa", "ner"], help="the task family (default classify)")
+    p.add_argument("--model", type=Path, help="pre-trained model folder (bertkit's or Hugging Face's)")
+    p.add_argument("--train", type=Path, help="training file")
+    p.add_argument("--dev", type=Path, help="dev file: scored after every epoch")
+    p.add_argument("--test", type=Path, help="test file: the best model is scored on it at the end")
+    p.add_argument("--out", type=Path, help="output folder (OUT/model, OUT/results.json)")
+    p.add_argument("--epochs", type=int, help="default 3")
+    p.add_argument("--batch-size", type=int, help="default 32")
+    p.add_argument("--lr", type=float, help="peak learning rate (default 2e-5)")
     p.add_argument("--max-seq-length", type=int, help="default 128; 384 for qa")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--warmup", type=float, default=0.1, help="warmup proportion of the steps")
+    p.add_argument("--seed", type=int, help="default 42")
+    p.add_argument("--warmup", type=float, help="warmup proportion of the steps (default 0.1)")
     p.add_argument("--grid", nargs="?", const="", metavar="SPEC",
                    help="the paper's grid (batch 16/32 x lr 5e-5/3e-5/2e-5 x epochs 2/3/4), or a subset: 'lr=5e-5,3e-5;epochs=2'")
-    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], help="default fp32")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
+    p.add_argument("--config", type=Path, help="settings file (.toml or .json)")
     p.add_argument("--resume", action="store_true", help="keep finished grid runs, continue the unfinished one")
     _add_read_options(p)
-    p.add_argument("--regression", action="store_true", help="classify/pair: predict a score (labels are numbers)")
+    p.add_argument("--regression", action="store_true", default=None, help="classify/pair: predict a score (labels are numbers)")
     p.add_argument("--scheme", choices=["BIO", "BIOES"], help="ner: tagging scheme to learn (default: the file's)")
     p.add_argument("--doc-stride", type=int, help="qa: tokens between passage windows (default 128)")
-    p.add_argument("--crf", action="store_true", help="ner: a CRF layer over the tags (Viterbi decoding)")
-    p.add_argument("--constrained", action="store_true",
+    p.add_argument("--crf", action="store_true", default=None, help="ner: a CRF layer over the tags (Viterbi decoding)")
+    p.add_argument("--constrained", action="store_true", default=None,
                    help="ner without --crf: decode the most probable tag sequence the scheme allows (well-formed "
                         "BIO/BIOES), not each word's most probable tag alone")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="any setting, e.g. optim.weight_decay=0")
     p.set_defaults(func=cmd_finetune)
 
     p = sub.add_parser("evaluate", help="scores of a fine-tuned model on a labelled file (JSON)",
@@ -368,7 +379,8 @@ def _add_read_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--columns", help="classify/pair: where fields are, e.g. text=0,pair=1,label=2 or text=review,label=label")
     g.add_argument("--no-header", action="store_true", help="classify/pair: the table has no header row")
     g.add_argument("--normalize", choices=["NFKC"], help="ner: normalize words (e.g. full-width digits)")
-    g.add_argument("--skip-bad-rows", action="store_true", help="skip and count malformed rows instead of stopping")
+    g.add_argument("--skip-bad-rows", action="store_true", default=None,
+                   help="skip and count malformed rows instead of stopping")
 
 
 def _add_inference_options(p: argparse.ArgumentParser) -> None:

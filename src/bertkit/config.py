@@ -25,6 +25,7 @@ _UNSUPPORTED = {
     "is_decoder": (False,),
     "add_cross_attention": (False,),
 }
+IGNORE = -100  # the label of a position that carries no loss (PyTorch's ignore_index, as in transformers)
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 
 PRESETS: dict[str, tuple[int, int, int]] = {

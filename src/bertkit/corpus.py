@@ -26,18 +26,19 @@ that message instead.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
-import os
 import re
 import zlib
-from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from .errors import BertkitError
+from .fileio import ReadReport, list_files
+from .text import CJK_CLASS
 
 INPUT_FORMATS = ("auto", "google", "paragraphs", "lines", "jsonl")
 ON_ERROR = ("skip", "stop")
@@ -46,12 +47,9 @@ MAX_LINE_BYTES = 10 * 2**20  # a longer "line" is a data file or a dump, not pro
 _SNIFF_BYTES = 64 * 2**10
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 NUL = b"\0"
-_MAX_MESSAGES = 20  # the first few skip messages are kept verbatim for the summary
 
-# CJK ideographs (Google's ranges) plus CJK punctuation and full-width forms: text in these is Chinese.
-_CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ceaf\U0002f800-\U0002fa1f"
-_CJK = re.compile(f"[{_CJK_CHARS}]")
-_CJK_OR_PUNCT = re.compile(f"[{_CJK_CHARS}\u3000-\u303f\uff00-\uffef]")
+# CJK ideographs, CJK punctuation and full-width forms: text in these is Chinese.
+_CJK_OR_PUNCT = re.compile(f"[{CJK_CLASS}\u3000-\u303f\uff00-\uffef]")
 
 
 # ---- sentence splitting -----------------------------------------------------------------------------
@@ -59,13 +57,13 @@ _CJK_OR_PUNCT = re.compile(f"[{_CJK_CHARS}\u3000-\u303f\uff00-\uffef]")
 # Chinese: a run of 。！？；… (or ． used as a full stop, as in 红楼梦, but not between digits as in
 # "１．５"), then any closing quotes and brackets. No space follows in Chinese text.
 _ZH_END = re.compile(
-    "(?:[。！？；]|(?<=[\u3400-\u9fff，。、”’」』）])…+|(?<![0-9０-９])．(?![0-9０-９])|[!?](?=[\u3400-\u9fff“‘「『]))+"
+    f"(?:[。！？；]|(?<=[{CJK_CLASS}，。、”’」』）])…+|(?<![0-9０-９])．(?![0-9０-９])|[!?](?=[{CJK_CLASS}“‘「『]))+"
     "[”’」』）》〉\"')]*"
 )
 # English: [.!?] or an ellipsis, closing quotes/brackets, white space, then what can start a sentence
 # (an opening quote or bracket, then an upper-case letter or a digit). The word before the stop then
 # tells abbreviations and initials apart.
-_EN_END = re.compile(r"""([.!?]+|…)(["'”’)\]]*)\s+(?=["'“‘(\[]*[A-Z0-9À-Þ\u3400-\u9fff])""")
+_EN_END = re.compile(r"""([.!?]+|…)(["'”’)\]]*)\s+(?=["'“‘(\[]*[A-Z0-9À-Þ""" + CJK_CLASS + "])")
 # Abbreviations that precede a name or a word, so their period never ends a sentence.
 # ("etc." and "Inc." can end a sentence too, but prose more often goes on after them with a capital.)
 _TITLE_WORDS = """
@@ -122,10 +120,6 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-def has_cjk(text: str) -> bool:
-    return _CJK.search(text) is not None
-
-
 # ---- headings: where prose documents end ---------------------------------------------------------------
 
 _CHAPTER = re.compile(
@@ -148,52 +142,6 @@ def is_heading(paragraph: str, n_lines: int = 1) -> bool:
 
 # ---- reading files ---------------------------------------------------------------------------------------
 
-@dataclass
-class ReadReport:
-    """What reading found: files read, and files and lines skipped, with reasons and examples."""
-
-    files: int = 0
-    bytes: int = 0
-    documents: int = 0
-    skipped_files: list[dict[str, str]] = field(default_factory=list)
-    skipped_lines: Counter[str] = field(default_factory=Counter)
-    messages: list[str] = field(default_factory=list)
-
-    def skip_file(self, path: Path, reason: str, on_error: str) -> None:
-        message = f"{path}: {reason}"
-        if on_error == "stop":
-            raise BertkitError(message)
-        self.skipped_files.append({"file": str(path), "reason": reason})
-        self._note(message)
-
-    def skip_line(self, path: Path, line: int, reason: str, detail: str, on_error: str) -> None:
-        message = f"{path} line {line}: {reason}{f' ({detail})' if detail else ''}"
-        if on_error == "stop":
-            raise BertkitError(message)
-        self.skipped_lines[reason] += 1
-        self._note(message)
-
-    def _note(self, message: str) -> None:
-        if len(self.messages) < _MAX_MESSAGES:
-            self.messages.append(message)
-
-    def summary(self) -> str:
-        """Gives one line: files and documents read, and what was skipped."""
-        text = f"read {self.files} file(s), {self.bytes / 1e6:.1f} MB, {self.documents} document(s)"
-        if self.skipped_files:
-            text += f"; skipped {len(self.skipped_files)} file(s)"
-        if self.skipped_lines:
-            text += "; skipped lines: " + ", ".join(f"{n} {why}" for why, n in sorted(self.skipped_lines.items()))
-        return text
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "files": self.files, "bytes": self.bytes, "documents": self.documents,
-            "skipped_files": self.skipped_files, "skipped_lines": dict(self.skipped_lines),
-            "messages": self.messages,
-        }  # fmt: skip
-
-
 @dataclass(frozen=True)
 class Document:
     """One document: its paragraphs (for Google's format, its sentences) and where it starts."""
@@ -212,28 +160,6 @@ class Document:
         return [s for p in self.paragraphs for s in split_sentences(p)]
 
 
-def list_files(inputs: Iterable[str | Path]) -> list[Path]:
-    """Gives the files to read: each file itself, each folder's files recursively, sorted by path.
-
-    Hidden files and folders (a leading ".") inside folders are left out.
-    """
-    files: list[Path] = []
-    for p in map(Path, inputs):
-        if p.is_dir():
-            found = []
-            for root, dirs, names in os.walk(p, followlinks=True):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found += [Path(root) / n for n in names if not n.startswith(".")]
-            if not found:
-                raise BertkitError(f"{p}: folder holds no files")
-            files += sorted(found, key=lambda f: f.relative_to(p).as_posix())
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise BertkitError(f"{p}: no such file or folder")
-    return files
-
-
 def _open(path: Path) -> BinaryIO:
     raw = open(path, "rb")  # noqa: SIM115 - closed by the caller's `with`
     if path.suffix == ".gz":
@@ -241,7 +167,8 @@ def _open(path: Path) -> BinaryIO:
     return raw
 
 
-def _is_jsonl_name(path: Path) -> bool:
+def is_jsonl_name(path: Path) -> bool:
+    """Tells whether a file's name says JSON lines (.jsonl, .ndjson or .json, gzipped or not)."""
     name = path.name[:-3] if path.suffix == ".gz" else path.name
     return name.endswith(_JSONL_SUFFIXES)
 
@@ -257,7 +184,7 @@ def detect_format(path: Path, head: bytes) -> str:
     a line) or most lines do not end a sentence (hard-wrapped prose); otherwise `google` (most
     lines end a sentence and blank lines separate runs of them).
     """
-    if _is_jsonl_name(path):
+    if is_jsonl_name(path):
         return "jsonl"
     text = head.decode("utf-8", errors="replace").replace("\r\n", "\n")
     lines = text.split("\n")
@@ -296,15 +223,15 @@ def _lines(path: Path, f: BinaryIO, report: ReadReport, on_error: str) -> Iterat
             while raw and not raw.endswith(b"\n"):  # skip the rest of the line
                 raw = f.readline(MAX_LINE_BYTES)
                 report.bytes += len(raw)
-            report.skip_line(path, number, "line longer than 10 MB", "", on_error)
+            report.skip("line longer than 10 MB", f"{path} line {number}", "", on_error)
             continue
         if NUL in raw:
-            report.skip_line(path, number, "NUL byte (binary data)", f"at byte {raw.index(NUL)}", on_error)
+            report.skip("NUL byte (binary data)", f"{path} line {number}", f"at byte {raw.index(NUL)}", on_error)
             continue
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            report.skip_line(path, number, "not valid UTF-8", f"{e.reason} at byte {e.start} of the line", on_error)
+            report.skip("not valid UTF-8", f"{path} line {number}", f"{e.reason} at byte {e.start} of the line", on_error)
             continue
         if number == 1 and line.startswith("\ufeff"):
             line = line[1:]
@@ -394,14 +321,14 @@ def _jsonl_documents(
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            report.skip_line(path, number, "invalid JSON", f"{e.msg} at column {e.colno}", on_error)
+            report.skip("invalid JSON", f"{path} line {number}", f"{e.msg} at column {e.colno}", on_error)
             continue
         if not isinstance(record, dict) or text_field not in record:
-            report.skip_line(path, number, f"no field '{text_field}'", "", on_error)
+            report.skip(f"no field '{text_field}'", f"{path} line {number}", "", on_error)
             continue
         text = record[text_field]
         if not isinstance(text, str):
-            report.skip_line(path, number, f"field '{text_field}' is not a string", type(text).__name__, on_error)
+            report.skip(f"field '{text_field}' is not a string", f"{path} line {number}", type(text).__name__, on_error)
             continue
         paragraphs = tuple(p for p in map(_normalize_space, text.splitlines()) if p)
         if paragraphs:
@@ -418,9 +345,9 @@ def read_file(
     max_document_chars: int = MAX_DOCUMENT_CHARS,
 ) -> Iterator[Document]:
     """Yields the documents of one file (.gz too), streamed; bad lines and files go to `report`."""
-    report = report if report is not None else ReadReport()
+    report = report if report is not None else ReadReport(unit="document(s)")
     report.files += 1
-    before = report.documents
+    before = report.kept
     try:
         with _open(path) as f:
             head = f.read(_SNIFF_BYTES)
@@ -441,12 +368,12 @@ def read_file(
                 paragraphs = _prose_paragraphs(lines, blank_separated=fmt == "paragraphs")
                 docs = _prose_documents(path, paragraphs, max_document_chars)
             for doc in docs:
-                report.documents += 1
+                report.kept += 1
                 yield doc
     except (OSError, EOFError, zlib.error) as e:  # unreadable, truncated or corrupt gzip
         report.skip_file(path, f"cannot read ({getattr(e, 'strerror', None) or e})", on_error)
         return
-    if report.documents == before:
+    if report.kept == before:
         report.skip_file(path, "no text left after skipping bad lines", on_error)
 
 
@@ -473,7 +400,7 @@ def iter_documents(
         raise BertkitError(f"input format {input_format!r} is not one of {', '.join(INPUT_FORMATS)}")
     if on_error not in ON_ERROR:
         raise BertkitError(f"on_error {on_error!r} is not one of {', '.join(ON_ERROR)}")
-    report = report if report is not None else ReadReport()
+    report = report if report is not None else ReadReport(unit="document(s)")
     for path in list_files(inputs):
         yield from read_file(path, input_format=input_format, text_field=text_field, on_error=on_error,
                              report=report, max_document_chars=max_document_chars)  # fmt: skip
@@ -487,6 +414,33 @@ def read_documents(inputs: Iterable[str | Path], **options: object) -> Iterator[
             yield sentences
 
 
+def file_lines(path: Path, skipped: list[str] | None = None, text_field: str = "text") -> Iterator[str]:
+    """Yields a UTF-8 (or gzipped UTF-8) file's lines without line endings; CRLF is fine. A line that
+    is not UTF-8 is an error, or with a `skipped` list, left out and named there. A JSON-lines file
+    (by its name, as `prepare` tells them) gives the lines of each record's `text_field` instead."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    jsonl = is_jsonl_name(path)
+    try:
+        with opener(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as e:
+                    if skipped is None:
+                        raise BertkitError(f"{path} line {number}: not valid UTF-8 ({e.reason})") from None
+                    skipped.append(f"{path} line {number}")
+                    continue
+                if not jsonl:
+                    yield line
+                    continue
+                with contextlib.suppress(json.JSONDecodeError):  # `prepare` counts bad records; here they add nothing
+                    record = json.loads(line)
+                    if isinstance(record, dict) and isinstance(record.get(text_field), str):
+                        yield from record[text_field].splitlines()
+    except (OSError, EOFError, zlib.error) as e:
+        raise BertkitError(f"{path}: cannot read ({e})") from None
+
+
 def sniff(path: Path) -> bytes:
     """Gives the first bytes of a file (decompressed for .gz), for format and language detection."""
     with _open(path) as f:
@@ -494,6 +448,15 @@ def sniff(path: Path) -> bytes:
 
 
 __all__ = [
-    "INPUT_FORMATS", "Document", "ReadReport", "detect_format", "has_cjk", "is_heading", "iter_documents",
-    "list_files", "read_documents", "read_file", "sniff", "split_sentences",
+    "INPUT_FORMATS",
+    "Document",
+    "ReadReport",
+    "detect_format",
+    "file_lines",
+    "is_heading",
+    "iter_documents",
+    "read_documents",
+    "read_file",
+    "sniff",
+    "split_sentences",
 ]  # fmt: skip

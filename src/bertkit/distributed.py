@@ -1,6 +1,7 @@
 """Distributed training through torchrun: one process per device, detected from torchrun's environment.
 
-gloo on CPU, NCCL on CUDA. Only rank 0 writes files, through `is_main()`.
+gloo on CPU, NCCL on CUDA. Only rank 0 writes files: the training loop and the checkpoints ask the
+process's `Context.is_main`.
 """
 
 from __future__ import annotations
@@ -45,10 +46,6 @@ def setup(device: str = "auto") -> Context:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
     return Context(rank, world, local_rank, dev)
-
-
-def is_main() -> bool:
-    return not dist.is_initialized() or dist.get_rank() == 0
 
 
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:

@@ -8,13 +8,13 @@ dev. The best model goes to OUT/model in Hugging Face's layout, with its task se
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
 import math
 import shutil
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,58 +22,130 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-from . import distributed
-from .checkpoint import Pretrained
+from . import distributed, settings
+from .config import IGNORE
 from .errors import BertkitError
 from .fileio import atomic_write_text
-from .optim import build_optimizer, linear_schedule, warmup_steps_for
+from .model import Pretrained
+from .optim import OptimSettings, build_optimizer, linear_schedule, warmup_steps_for
+from .predict import TASK_FILE, evaluate_task
 from .settings import check
-from .tasks import Dataset, Features, Task, get_task
+from .tasks import TASKS, Features, Task, get_task
 from .tokenizer import Tokenizer
 from .train import LoopConfig, set_seed, train
 
 log = logging.getLogger("bertkit")
 
-TASK_FILE = "bertkit_task.json"  # written beside config.json: what a model was fine-tuned for
-PAPER_GRID = {"batch_size": (16, 32), "lr": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
+@dataclass(frozen=True)
+class TaskSettings:
+    """Which task family, and its options (each for the families it names)."""
+
+    name: str = "classify"  # classify | pair | qa | ner
+    max_seq_length: int | None = None  # default: the task's (128; 384 for qa)
+    regression: bool = False  # classify/pair: a score (the labels are numbers), not a class
+    scheme: str | None = None  # ner: BIO or BIOES to learn (default: the training file's, IOB1 becoming BIO)
+    crf: bool = False  # ner: a CRF over the tags (Viterbi decoding)
+    constrained: bool = False  # ner without a CRF: the most probable tag sequence the scheme allows
+    doc_stride: int | None = None  # qa: tokens between passage windows (default 128)
+
+    def __post_init__(self) -> None:
+        check(self.name in TASKS, f"task.name must be one of {', '.join(TASKS)}, got {self.name!r}")
+        check(self.max_seq_length is None or 8 <= self.max_seq_length <= 512,
+              f"task.max_seq_length must be in [8, 512], got {self.max_seq_length}")
+        check(not self.regression or self.name in ("classify", "pair"), "task.regression is for classify and pair only")
+        check(not (self.crf or self.constrained or self.scheme) or self.name == "ner",
+              "task.crf, task.constrained and task.scheme are for ner only")
+        check(self.doc_stride is None or self.name == "qa", "task.doc_stride is for qa only")
+
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments of `get_task`, as the task file keeps them: only what differs from the defaults."""
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k != "name"}
+        return {k: v for k, v in fields.items() if v not in (None, False)}
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """The labelled files, and how to read the user's own (see docs/finetuning.md)."""
+
+    train: Path | None = None
+    dev: Path | None = None
+    test: Path | None = None
+    format: str | None = None  # classify/pair: tsv | csv | jsonl (default: by the file's extension)
+    columns: dict[str, str | int] | None = None  # classify/pair: where the fields are, {text = 0, label = 1}
+    header: bool | None = None  # classify/pair: whether the table has a header row (default: detected)
+    normalize: str | None = None  # ner: "NFKC" normalizes the words (e.g. full-width digits), also at predict
+    skip_bad_rows: bool = False  # skip and count malformed rows instead of stopping
+
+    def read_options(self) -> dict[str, Any]:
+        """The keyword arguments of the task's reader."""
+        opts: dict[str, Any] = {"format": self.format, "columns": self.columns, "header": self.header,
+                                "normalize": self.normalize, "bad_rows": "skip" if self.skip_bad_rows else None}
+        return {k: v for k, v in opts.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    epochs: int = 3
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    seed: int = 42
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (CUDA)
+    device: str = "auto"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        check(self.epochs > 0, f"train.epochs must be positive, got {self.epochs}")
+        check(self.batch_size > 0 and self.eval_batch_size > 0,
+              f"train.batch_size must be positive, got {self.batch_size}")
+        check(self.precision in ("fp32", "bf16", "fp16"), f"train.precision must be fp32, bf16 or fp16, got {self.precision!r}")
+
+
+@dataclass(frozen=True)
+class GridSettings:
+    """The paper's grid of fine-tuning runs, or the subset given; the best run on dev is kept."""
+
+    batch_size: tuple[int, ...] = (16, 32)
+    lr: tuple[float, ...] = (5e-5, 3e-5, 2e-5)
+    epochs: tuple[int, ...] = (2, 3, 4)
+
+    def __post_init__(self) -> None:
+        check(all(self.batch_size) and all(self.lr) and all(self.epochs) and
+              min(len(self.batch_size), len(self.lr), len(self.epochs)) > 0, "grid values must be non-empty and non-zero")
+
+    def points(self) -> list[tuple[int, float, int]]:
+        return list(itertools.product(self.batch_size, self.lr, self.epochs))
 
 
 @dataclass(frozen=True)
 class FinetuneSettings:
-    task: str
-    model: Path
-    train: Path
-    dev: Path
-    out: Path
-    test: Path | None = None
-    epochs: int = 3
-    batch_size: int = 32
-    lr: float = 2e-5
-    max_seq_length: int | None = None  # default: the task's (128; 384 for qa)
-    seed: int = 42
-    warmup: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    precision: str = "fp32"
-    device: str = "auto"
-    eval_batch_size: int = 64
-    read_options: dict[str, Any] = field(default_factory=dict)  # reader format / column mapping
-    task_options: dict[str, Any] = field(default_factory=dict)  # e.g. regression, doc_stride, scheme
-    grid: dict[str, tuple[Any, ...]] | None = None  # None: one run with the settings above
-    crf: bool = False  # ner: a CRF layer over the tags
-    progress: bool = True
+    """Everything `bertkit finetune` does, typed: from a TOML/JSON file (`--config`), the command's options,
+    then `section.key=value` overrides, as pre-training's settings."""
+
+    model: Path | None = None  # the pre-trained model folder (bertkit's or Hugging Face's)
+    out: Path | None = None
+    task: TaskSettings = field(default_factory=TaskSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+    optim: OptimSettings = field(default_factory=lambda: OptimSettings(lr=2e-5, warmup=0.1))  # the paper's
+    train: TrainSettings = field(default_factory=TrainSettings)
+    grid: GridSettings | None = None  # None: one run with train.batch_size, optim.lr and train.epochs
 
     def __post_init__(self) -> None:
-        check(self.epochs > 0, f"epochs must be positive, got {self.epochs}")
-        check(self.batch_size > 0, f"batch size must be positive, got {self.batch_size}")
-        check(0 < self.lr < 1, f"learning rate must be in (0, 1), got {self.lr}")
-        check(self.warmup >= 0, f"warmup must be >= 0, got {self.warmup}")
-        check(self.precision in ("fp32", "bf16", "fp16"), f"precision must be fp32, bf16 or fp16, got {self.precision!r}")
-        check(self.max_seq_length is None or 8 <= self.max_seq_length <= 512,
-              f"max sequence length must be in [8, 512], got {self.max_seq_length}")
-        check(not self.crf or self.task == "ner", "a CRF layer is for the ner task only")
+        for value, what, flag, key in ((self.model, "model", "--model DIR", "model"), (self.out, "output folder", "--out DIR", "out"),
+                                       (self.data.train, "training file", "--train FILE", "data.train"),
+                                       (self.data.dev, "dev file", "--dev FILE", "data.dev")):
+            check(value is not None, f"no {what}: give {flag} (or {key} in a --config file)")
+        check(self.optim.name == "adamw", f"fine-tuning uses adamw, got optim.name={self.optim.name!r}")
+
+    def points(self) -> list[tuple[int, float, int]]:
+        """(batch size, learning rate, epochs) of every run."""
+        if self.grid is None:
+            return [(self.train.batch_size, self.optim.lr, self.train.epochs)]
+        return self.grid.points()
+
+    def at(self, batch_size: int, lr: float, epochs: int) -> FinetuneSettings:
+        """These settings for one point of the grid."""
+        return replace(self, train=replace(self.train, batch_size=batch_size, epochs=epochs), optim=replace(self.optim, lr=lr))
 
 
 # ---- batches and objective -------------------------------------------------------------------------
@@ -120,102 +192,12 @@ class TaskObjective:
 
     def counts(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if self.per_token:
-            return {"n": (batch["labels"] != -100).sum()}
+            return {"n": (batch["labels"] != IGNORE).sum()}
         return {"n": torch.tensor(batch["input_ids"].shape[0], device=batch["input_ids"].device)}
 
     def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = model(**batch)
         return {"loss": out.loss * self.counts(batch)["n"]}
-
-
-# ---- inference -------------------------------------------------------------------------------------
-
-# The logits each task model gives, and whether they come per token (padded to the longest row).
-OUTPUTS: dict[str, dict[str, bool]] = {
-    "BertForSequenceClassification": {"logits": False},
-    "BertForTokenClassification": {"logits": True},
-    "BertForQuestionAnswering": {"start_logits": True, "end_logits": True},
-}
-
-
-@torch.inference_mode()
-def infer(model: Pretrained, task: Task, features: Features, batch_size: int = 64, device: torch.device | None = None,
-          precision: str = "fp32", progress: bool = False) -> dict[str, np.ndarray]:
-    """Gives the model's logits for every feature row, in row order; per-token ones padded to the longest row.
-
-    Rows run longest first so that each batch holds rows of similar length: [PAD] costs nothing inside
-    the encoder, but attention still sees the batch's longest row.
-    """
-    device = device or next(model.parameters()).device
-    outputs = OUTPUTS[model.hf_architecture]
-    lengths = features.lengths
-    order = np.argsort(-lengths, kind="stable")
-    T = int(lengths.max()) if len(lengths) else 0
-    was_training = model.training
-    model.eval()
-    result: dict[str, np.ndarray] = {}
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    for lo in tqdm(range(0, len(order), batch_size), disable=not progress, desc="predict", unit="batch", leave=False):
-        idx = order[lo : lo + batch_size]
-        batch = task.collate([features.rows[i] for i in idx], features.pad_token_id)
-        batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            out = model(**batch)
-        for name, per_token in outputs.items():
-            x = getattr(out, name).float().cpu().numpy()  # (B, t, ...) per token, else (B, ...)
-            if name not in result:
-                rest = x.shape[2:] if per_token else x.shape[1:]
-                result[name] = np.zeros((len(lengths), T, *rest) if per_token else (len(lengths), *rest), np.float32)
-            if per_token:
-                result[name][idx, : x.shape[1]] = x
-            else:
-                result[name][idx] = x
-    model.train(was_training)
-    return result
-
-
-def decode_options(model: Pretrained) -> dict[str, Any]:
-    """A tagger with a CRF decodes the best whole tag sequence (Viterbi) rather than each tag alone."""
-    crf = getattr(model, "crf", None)
-    return {"crf": crf} if crf is not None else {}
-
-
-def evaluate_task(model: Pretrained, task: Task, features: Features, batch_size: int = 64, precision: str = "fp32",
-                  progress: bool = False) -> tuple[dict[str, float], list[Any]]:
-    """Gives the task's scores on `features` (percent) and the predictions they were computed from."""
-    outputs = infer(model, task, features, batch_size, precision=precision, progress=progress)
-    predictions = task.decode(features, outputs, **decode_options(model))
-    return task.score(features.data, predictions), predictions
-
-
-def paired_bootstrap(task: Task, data: Dataset, base: Sequence[Any], other: Sequence[Any], metric: str,
-                     resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
-    """The 95% interval of `other`'s score minus `base`'s on `data` (percentile, paired bootstrap over the
-    examples, as Koehn (2004) does for comparing two systems): both models' predictions of the same
-    resampled examples are scored together, so the interval is of the difference, not of each score."""
-    if not (len(base) == len(other) == len(data)) or any(p.example is not e or q.example is not e
-                                                         for p, q, e in zip(base, other, data.examples, strict=True)):
-        raise ValueError("paired_bootstrap needs one prediction of each model per example, in the data's order")
-    rng = np.random.default_rng(seed)
-    samples = [rng.integers(0, len(data), len(data)) for _ in range(resamples)]
-    a, b = _per_example(task, data, base, metric), _per_example(task, data, other, metric)
-    if a is not None and b is not None:  # a mean over examples (accuracy, SQuAD's F1): resample the differences
-        gains = [float((b - a)[idx].mean()) for idx in samples]
-    else:  # entity F1 and the like: score every resample whole
-        gains = []
-        for idx in samples:
-            sample = replace(data, examples=[data.examples[i] for i in idx])
-            gains.append(task.score(sample, [other[i] for i in idx])[metric] - task.score(sample, [base[i] for i in idx])[metric])
-    lo, hi = np.percentile(gains, [2.5, 97.5])
-    return float(lo), float(hi)
-
-
-def _per_example(task: Task, data: Dataset, predictions: Sequence[Any], metric: str) -> np.ndarray | None:
-    """Each example's own score where the metric is their mean (checked against the whole), else None."""
-    with np.errstate(all="ignore"):
-        one = np.array([task.score(replace(data, examples=[e]), [p])[metric] for e, p in zip(data.examples, predictions, strict=True)])
-    whole = task.score(data, predictions)[metric]
-    return one if np.isfinite(one).all() and abs(one.mean() - whole) <= 1e-6 * max(1.0, abs(whole)) else None
 
 
 # ---- one run, and the grid ---------------------------------------------------------------------------
@@ -234,32 +216,35 @@ class RunResult:
 def finetune(cfg: FinetuneSettings, resume: bool = False) -> dict[str, Any]:
     """Fine-tunes (one run, or the grid) and gives a summary: every run's dev scores, the best, and
     its test scores when a test file is given. The best model is written to OUT/model."""
-    ctx = distributed.setup(cfg.device)
+    assert cfg.model is not None and cfg.out is not None and cfg.data.train is not None and cfg.data.dev is not None
+    ctx = distributed.setup(cfg.train.device)
     if ctx.world_size > 1:
         raise BertkitError("finetune runs in one process; use torchrun for pre-training")
     out = Path(cfg.out)
     tok = Tokenizer.from_pretrained(cfg.model)
-    task = get_task(cfg.task, **({"max_seq_length": cfg.max_seq_length} if cfg.max_seq_length else {}), **cfg.task_options)
-    train_data = task.read(cfg.train, **cfg.read_options)
-    dev_data = task.read(cfg.dev, **cfg.read_options)
+    task = get_task(cfg.task.name, **cfg.task.options())
+    read_options = cfg.data.read_options()
+    train_data = task.read(cfg.data.train, **read_options)
+    dev_data = task.read(cfg.data.dev, **read_options)
     for d in (train_data, dev_data):
         log.warning("%s", d.report.summary())
     if len(train_data) == 0:
-        raise BertkitError(f"{cfg.train}: no training examples")
+        raise BertkitError(f"{cfg.data.train}: no training examples")
     labels = task.labels(train_data)
     label2id = {label: i for i, label in enumerate(labels)}
     t0 = time.perf_counter()
     train_features = task.featurize(train_data, tok, label2id)
     dev_features = task.featurize(dev_data, tok, label2id)
     log.warning("featurized %d + %d rows in %.1f s", len(train_features), len(dev_features), time.perf_counter() - t0)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "config.json", json.dumps(settings.to_dict(cfg), indent=2) + "\n")
 
-    points = _grid_points(cfg)
+    points = cfg.points()
     results: list[RunResult] = []
     for bs, lr, epochs in points:
-        run_cfg = replace(cfg, batch_size=bs, lr=lr, epochs=epochs)
         run_dir = out / "runs" / f"bs{bs}-lr{lr:g}-ep{epochs}" if len(points) > 1 else out / "run"
-        results.append(_one_run(run_cfg, task, labels, train_features, dev_features, run_dir, ctx, resume))
-        _write_table(out, cfg, results)
+        results.append(_one_run(cfg.at(bs, lr, epochs), task, labels, train_features, dev_features, run_dir, ctx, resume))
+        _write_table(out, results)
 
     best = max(results, key=lambda r: r.dev.get(task.main_metric, float("-inf")))
     final = out / "model"
@@ -269,56 +254,52 @@ def finetune(cfg: FinetuneSettings, resume: bool = False) -> dict[str, Any]:
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     summary: dict[str, Any] = {
-        "task": cfg.task, "main_metric": task.main_metric, "labels": labels,
+        "task": cfg.task.name, "main_metric": task.main_metric, "labels": labels,
         "best": {"batch_size": best.batch_size, "lr": best.lr, "epochs": best.epochs, "dev": best.dev},
         "runs": [{"batch_size": r.batch_size, "lr": r.lr, "epochs": r.epochs, "dev": r.dev, "seconds": round(r.seconds, 1)} for r in results],
     }
-    if cfg.test is not None:
-        test_data = task.read(cfg.test, **cfg.read_options)
+    if cfg.data.test is not None:
+        test_data = task.read(cfg.data.test, **read_options)
         log.warning("%s", test_data.report.summary())
         model = task.model_class.from_pretrained(final)
         model.to(ctx.device)
-        summary["test"], _ = evaluate_task(model, task, task.featurize(test_data, tok, label2id), cfg.eval_batch_size, cfg.precision)
+        summary["test"], _ = evaluate_task(model, task, task.featurize(test_data, tok, label2id), cfg.train.eval_batch_size,
+                                           cfg.train.precision)
     atomic_write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 
-def _grid_points(cfg: FinetuneSettings) -> list[tuple[int, float, int]]:
-    if cfg.grid is None:
-        return [(cfg.batch_size, cfg.lr, cfg.epochs)]
-    g = {**PAPER_GRID, **cfg.grid}
-    return list(itertools.product(g["batch_size"], g["lr"], g["epochs"]))
-
-
 def _one_run(cfg: FinetuneSettings, task: Task, labels: list[str], train_features: Features, dev_features: Features,
              run_dir: Path, ctx: distributed.Context, resume: bool) -> RunResult:
+    assert cfg.model is not None
+    t, o = cfg.train, cfg.optim
     done = run_dir / "result.json"
     if resume and done.is_file():
         r = json.loads(done.read_text())
-        return RunResult(cfg.batch_size, cfg.lr, cfg.epochs, r["dev"], r["seconds"], run_dir, r.get("history", []))
+        return RunResult(t.batch_size, o.lr, t.epochs, r["dev"], r["seconds"], run_dir, r.get("history", []))
     if run_dir.exists() and not resume:
         shutil.rmtree(run_dir)
-    set_seed(cfg.seed)
+    set_seed(t.seed)
     model = task.model_class.from_pretrained(cfg.model, id2label=dict(enumerate(labels)), problem_type=task.problem_type,
-                                             **({"crf": True} if cfg.crf else {}))
+                                             **task.model_options)
     model.to(ctx.device)
-    batches = EpochBatches(train_features, lambda rows: task.collate(rows, train_features.pad_token_id), cfg.batch_size, cfg.seed)
-    steps = batches.per_epoch * cfg.epochs
-    optimizer = build_optimizer(model, "adamw", cfg.lr, (0.9, 0.999), 1e-6, cfg.weight_decay)
-    scheduler = linear_schedule(optimizer, warmup_steps_for(steps, cfg.warmup), steps)
-    loop = LoopConfig(steps=steps, max_grad_norm=cfg.max_grad_norm, precision=cfg.precision,
+    batches = EpochBatches(train_features, lambda rows: task.collate(rows, train_features.pad_token_id), t.batch_size, t.seed)
+    steps = batches.per_epoch * t.epochs
+    optimizer = build_optimizer(model, o.name, o.lr, tuple(o.betas), o.eps, o.weight_decay)
+    scheduler = linear_schedule(optimizer, warmup_steps_for(steps, o.warmup), steps)
+    loop = LoopConfig(steps=steps, max_grad_norm=o.max_grad_norm, precision=t.precision,
                       log_every=max(1, min(50, batches.per_epoch // 4)), eval_every=batches.per_epoch,
-                      checkpoint_every=batches.per_epoch, keep_checkpoints=1, num_workers=0, seed=cfg.seed,
-                      progress=cfg.progress)
-    objective = TaskObjective(per_token=task.name == "ner" and not cfg.crf)  # a CRF's loss is per sentence
+                      checkpoint_every=batches.per_epoch, keep_checkpoints=1, num_workers=0, seed=t.seed,
+                      progress=t.progress)
 
     def evaluate(m: nn.Module) -> dict[str, float]:
-        scores, _ = evaluate_task(model, task, dev_features, cfg.eval_batch_size, cfg.precision)
+        scores, _ = evaluate_task(model, task, dev_features, t.eval_batch_size, t.precision)
         return scores
 
     t0 = time.perf_counter()
-    state = train(model, objective, batches, optimizer, scheduler, loop, run_dir, ctx, evaluate=evaluate, resume=resume,
-                  run_config={"batch_size": cfg.batch_size, "lr": cfg.lr, "epochs": cfg.epochs, "seed": cfg.seed})
+    state = train(model, TaskObjective(per_token=task.per_token_loss), batches, optimizer, scheduler, loop, run_dir, ctx,
+                  evaluate=evaluate, resume=resume,
+                  run_config={"batch_size": t.batch_size, "lr": o.lr, "epochs": t.epochs, "seed": t.seed})
     seconds = time.perf_counter() - t0
     dev = next((  # the last evaluation is the final model's
         {k.removeprefix("eval_"): v for k, v in row.items() if k.startswith("eval_")}
@@ -326,9 +307,9 @@ def _one_run(cfg: FinetuneSettings, task: Task, labels: list[str], train_feature
     save_finetuned(model, Tokenizer.from_pretrained(cfg.model), run_dir / "model", task, labels, cfg, dev)
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # the run is done: its model is saved
     atomic_write_text(done, json.dumps({"dev": dev, "seconds": seconds, "history": state.history}) + "\n")
-    log.warning("run bs=%d lr=%g epochs=%d: dev %s (%.0f s)", cfg.batch_size, cfg.lr, cfg.epochs,
+    log.warning("run bs=%d lr=%g epochs=%d: dev %s (%.0f s)", t.batch_size, o.lr, t.epochs,
                 ", ".join(f"{k} {v:.2f}" for k, v in dev.items()), seconds)
-    return RunResult(cfg.batch_size, cfg.lr, cfg.epochs, dev, seconds, run_dir, state.history)
+    return RunResult(t.batch_size, o.lr, t.epochs, dev, seconds, run_dir, state.history)
 
 
 def save_finetuned(model: Pretrained, tok: Tokenizer, directory: Path, task: Task, labels: list[str],
@@ -339,17 +320,18 @@ def save_finetuned(model: Pretrained, tok: Tokenizer, directory: Path, task: Tas
     meta = {
         "task": task.name,
         "labels": labels,
-        "task_options": {**cfg.task_options, **({"max_seq_length": cfg.max_seq_length} if cfg.max_seq_length else {})},
+        "task_options": cfg.task.options(),
         # how user text must be read to look like the training data (NER trained on NFKC text, say)
-        "input_options": {k: v for k, v in cfg.read_options.items() if k == "normalize"},
-        "settings": {"batch_size": cfg.batch_size, "lr": cfg.lr, "epochs": cfg.epochs, "seed": cfg.seed,
-                     "warmup": cfg.warmup, "weight_decay": cfg.weight_decay, "base_model": str(cfg.model)},
+        "input_options": {"normalize": cfg.data.normalize} if cfg.data.normalize else {},
+        "settings": {"batch_size": cfg.train.batch_size, "lr": cfg.optim.lr, "epochs": cfg.train.epochs,
+                     "seed": cfg.train.seed, "warmup": cfg.optim.warmup, "weight_decay": cfg.optim.weight_decay,
+                     "base_model": str(cfg.model)},
         "dev": dev,
     }
     atomic_write_text(directory / TASK_FILE, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
 
 
-def _write_table(out: Path, cfg: FinetuneSettings, results: list[RunResult]) -> None:
+def _write_table(out: Path, results: list[RunResult]) -> None:
     metrics = sorted({k for r in results for k in r.dev})
     lines = ["| batch | lr | epochs | " + " | ".join(metrics) + " | seconds |",
              "|---|---|---|" + "---|" * len(metrics) + "---|"]

@@ -8,17 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checkpoint import Pretrained, architecture_of
-from .config import BertConfig
+from .config import IGNORE, BertConfig
+from .crf import CRF, pack_words
 from .errors import BertkitError
-from .model import BertModel, activation
-
-IGNORE = -100  # label value of positions that carry no loss (as in PyTorch and transformers)
+from .hf import architecture_of
+from .model import BertModel, Pretrained, activation
 
 
 class MaskedLMHead(nn.Module):
@@ -70,27 +68,13 @@ def span_logits(head: nn.Linear, hidden: torch.Tensor, attention_mask: torch.Ten
     return logits
 
 
-def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor,
-              reduction: str = "mean") -> torch.Tensor:
-    """Mean (or sum) over examples of the start and end cross-entropies averaged; positions past the sequence
-    carry no loss."""
+def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """Mean over examples of the start and end cross-entropies averaged; positions past the sequence carry no loss."""
     T = start_logits.shape[1]
     starts, ends = starts.clamp(0, T), ends.clamp(0, T)  # T is out of range: ignored, as in transformers
-    start = F.cross_entropy(start_logits.float(), starts, ignore_index=T, reduction=reduction)
-    end = F.cross_entropy(end_logits.float(), ends, ignore_index=T, reduction=reduction)
+    start = F.cross_entropy(start_logits.float(), starts, ignore_index=T)
+    end = F.cross_entropy(end_logits.float(), ends, ignore_index=T)
     return (start + end) / 2
-
-
-@torch.no_grad()
-def unigram_bias_init(model: BertForPreTraining, counts: np.ndarray) -> None:
-    """Sets the MLM output bias to the log-frequencies of the tokens (add-one smoothed), so that the model starts
-    out predicting the unigram distribution instead of learning it first. Learning it from a zero bias floods
-    the residual stream with one shared direction that, through the post-LN layers, washes out what the
-    attention heads read from their neighbours (docs/pretraining.md)."""
-    n = min(len(counts), model.config.vocab_size)
-    freq = torch.ones(model.config.vocab_size, dtype=torch.float64)
-    freq[:n] += torch.as_tensor(counts[:n], dtype=torch.float64)
-    model.mlm.bias.copy_((freq / freq.sum()).log().to(model.mlm.bias.dtype))
 
 
 @dataclass
@@ -100,34 +84,21 @@ class PreTrainingOutput:
     nsp_loss: torch.Tensor | None
     prediction_logits: torch.Tensor  # (M, V) at the predicted positions when mlm_labels is given, else (B, T, V)
     seq_relationship_logits: torch.Tensor  # (B, 2); class 0 = IsNext, 1 = NotNext
-    span_logits: torch.Tensor | None = None  # (B, T, 2) start and end logits, with the span-selection head
 
 
 class BertForPreTraining(Pretrained):
-    """The encoder with the masked-LM head (tied to the word embeddings) and the next-sentence head; with
-    `span_head`, also the start/end head of span-selection pre-training (bertkit.spans), saved under the name
-    extractive QA gives it (`qa_outputs`) so that QA fine-tuning starts from it."""
+    """The encoder with the masked-LM head (tied to the word embeddings) and the next-sentence head."""
 
     hf_architecture = "BertForPreTraining"
-    head_prefixes = ("mlm.", "nsp.", "qa_outputs.")
+    head_prefixes = ("mlm.", "nsp.")
 
-    def __init__(self, config: BertConfig, span_head: bool = False):
+    def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
         self.bert = BertModel(config, init=False)
         self.mlm = MaskedLMHead(config)
         self.nsp = nn.Linear(config.hidden_size, 2)
-        self.qa_outputs = nn.Linear(config.hidden_size, 2) if span_head else None
         self.init_weights()
-
-    @classmethod
-    def _build(cls, config: BertConfig, state: dict[str, torch.Tensor]) -> BertForPreTraining:
-        return cls(config, span_head="qa_outputs.weight" in state)
-
-    def add_span_head(self) -> None:
-        """Gives a model without one a freshly initialized span-selection head."""
-        self.qa_outputs = nn.Linear(self.config.hidden_size, 2)
-        self._init_fresh(["qa_outputs.weight", "qa_outputs.bias"])
 
     def forward(
         self,
@@ -151,7 +122,6 @@ class BertForPreTraining(Pretrained):
         out = self.bert(input_ids, attention_mask, token_type_ids, packed_indices=packed_indices)
         hidden = out.last_hidden_state  # (B, T, H)
         seq_logits = self.nsp(out.pooler_output)  # (B, 2)
-        spans = span_logits(self.qa_outputs, hidden, attention_mask) if self.qa_outputs is not None else None
         if mlm_labels is not None and not dense_logits:
             picked = mlm_positions if mlm_positions is not None else (mlm_labels.flatten() != IGNORE).nonzero().squeeze(1)  # (M,)
             hidden = hidden.flatten(0, 1).index_select(0, picked)  # (M, H)
@@ -162,7 +132,7 @@ class BertForPreTraining(Pretrained):
         lm = mlm_loss(logits, mlm_targets) if mlm_targets is not None else None
         ns = F.cross_entropy(seq_logits.float(), nsp_labels) if nsp_labels is not None else None
         total = lm + ns if lm is not None and ns is not None else None
-        return PreTrainingOutput(total, lm, ns, logits, seq_logits, spans)
+        return PreTrainingOutput(total, lm, ns, logits, seq_logits)
 
 
 @dataclass
@@ -253,11 +223,7 @@ class BertForTokenClassification(Pretrained):
         self.config = config
         self.bert = BertModel(config, add_pooling_layer=False, init=False)
         self.classifier = Classifier(config)
-        self.crf = None
-        if config.crf:
-            from .tasks.crf import CRF  # the CRF knows tag schemes, which live with the tasks
-
-            self.crf = CRF.for_labels([config.id2label[i] for i in range(config.num_labels)])
+        self.crf = CRF.for_labels([config.id2label[i] for i in range(config.num_labels)]) if config.crf else None
         self.init_weights()
 
     def forward(
@@ -270,8 +236,6 @@ class BertForTokenClassification(Pretrained):
         logits = self.classifier(self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state)
         loss = None
         if labels is not None and self.crf is not None:
-            from .tasks.crf import pack_words
-
             loss = -self.crf(*pack_words(logits, labels)).mean()
         elif labels is not None:
             loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)

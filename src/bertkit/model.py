@@ -1,4 +1,5 @@
-"""The BERT encoder: embeddings, self-attention (SDPA), feed-forward, post-LN layers, pooler.
+"""The BERT encoder: embeddings, self-attention (SDPA), feed-forward, post-LN layers, pooler; and
+`Pretrained`, the base of every public model (BERT's initialization, from_pretrained, save_pretrained).
 
 The encoder runs on packed tokens: padding is removed before the embeddings and put back only
 around attention, so no matrix multiply is spent on [PAD] (as in MosaicBERT's unpadded BERT).
@@ -7,14 +8,30 @@ With no padding in the batch, nothing is gathered or scattered at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import save_file
 from torch import nn
 
-from .checkpoint import Pretrained
 from .config import BertConfig
+from .errors import BertkitError
+from .fileio import atomic_write
+from .hf import (
+    HEAD_PREFIXES,
+    WEIGHTS_NAME,
+    check_model_folder,
+    check_vocab_fits,
+    from_hf,
+    read_weights,
+    to_hf,
+)
+
+log = logging.getLogger("bertkit")
 
 
 @dataclass(frozen=True)
@@ -136,6 +153,122 @@ class Pooler(nn.Module):
 
 
 @dataclass
+class LoadReport:
+    """What from_pretrained did with the weights it found."""
+
+    newly_initialized: list[str] = field(default_factory=list)  # model weights the checkpoint lacked
+    unused: list[str] = field(default_factory=list)  # checkpoint weights this model has no place for
+
+
+M = TypeVar("M", bound="Pretrained")
+
+
+class Pretrained(nn.Module):
+    """Base of every public model: BERT's initialization, from_pretrained and save_pretrained.
+
+    `encoder_prefix` is where the BERT encoder sits inside the model ("" for BertModel itself,
+    "bert." for models with a head); checkpoints with and without the prefix both load.
+    """
+
+    hf_architecture: ClassVar[str]
+    encoder_prefix: ClassVar[str] = "bert."
+    # Parts that a checkpoint may lack: they are initialized fresh and reported. Missing encoder weights are an error.
+    head_prefixes: ClassVar[tuple[str, ...]] = ()
+
+    config: BertConfig
+    load_report: LoadReport
+
+    def init_weights(self) -> None:
+        if not next(self.parameters()).is_meta:  # from_pretrained builds on "meta", then loads
+            init_weights(self, self.config.initializer_range)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    @classmethod
+    def from_pretrained(cls: type[M], directory: str | Path, **config_overrides: Any) -> M:
+        """Gives the model in `directory`, reporting by name each weight that was missing, extra or mis-shaped.
+
+        `config_overrides` change config fields, e.g. `id2label` for a new classification head or dropout rates.
+        """
+        directory = check_model_folder(directory)
+        config = BertConfig.load(directory)
+        if config_overrides:
+            config = config.replace(**config_overrides)
+        check_vocab_fits(directory, config)
+        state = read_weights(directory)
+        with torch.device("meta"):  # no memory and no random init for weights about to be overwritten
+            model = cls._build(config, state)
+        if {name for name, _ in model.named_buffers()} - set(model.state_dict()):
+            model = cls._build(config, state)  # buffers computed at construction (a CRF's allowed transitions): build for real
+        else:
+            model.to_empty(device="cpu")
+        model.load_report = model.load_hf_state(state, source=str(directory))
+        return model
+
+    @classmethod
+    def _build(cls: type[M], config: BertConfig, state: dict[str, torch.Tensor]) -> M:
+        """The model to load `state` (Hugging Face names) into; a model with optional parts sees whether it has them."""
+        return cls(config)
+
+    def load_hf_state(self, hf_state: dict[str, torch.Tensor], source: str = "checkpoint") -> LoadReport:
+        """Copies a Hugging Face-named state dict into this model; gives what was new and what was unused."""
+        theirs = from_hf(hf_state)
+        ours = self.state_dict()
+        prefix = self.encoder_prefix
+        # Move the checkpoint's encoder weights under this model's prefix, whichever way it was saved.
+        has_prefix = any(k.startswith("bert.") for k in theirs)
+        if prefix and not has_prefix:
+            theirs = {(k if k.startswith(HEAD_PREFIXES) else prefix + k): v for k, v in theirs.items()}
+        elif not prefix and has_prefix:
+            theirs = {k.removeprefix("bert."): v for k, v in theirs.items()}
+        bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(ours[k].shape)}"
+               for k, v in theirs.items() if k in ours and v.shape != ours[k].shape]
+        if bad:
+            raise BertkitError(f"{source}: weights of the wrong shape: " + "; ".join(bad))
+        missing = [k for k in ours if k not in theirs]
+        unused = sorted(k for k in theirs if k not in ours)
+        fresh = [k for k in missing if self._is_fresh_part(k)]
+        lost = [k for k in missing if k not in fresh]
+        if lost:
+            shown = ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
+            raise BertkitError(f"{source}: the checkpoint lacks encoder weights: {shown}")
+        with torch.no_grad():
+            for k, v in theirs.items():
+                if k in ours:
+                    ours[k].copy_(v)
+        self._init_fresh(fresh)
+        report = LoadReport(newly_initialized=fresh, unused=unused)
+        if fresh:
+            log.warning("%s: newly initialized (train them before use): %s", source, ", ".join(fresh))
+        if unused:
+            log.info("%s: weights not used by %s: %s", source, type(self).__name__, ", ".join(unused))
+        return report
+
+    def _init_fresh(self, names: list[str]) -> None:
+        """BERT-initializes the parameters a checkpoint did not have."""
+        for name in names:
+            owner, _, attr = name.rpartition(".")
+            module = self.get_submodule(owner)
+            if isinstance(module, (nn.Linear, nn.Embedding, nn.LayerNorm)):
+                init_weights(module, self.config.initializer_range)
+            else:  # a bare parameter such as the MLM output bias
+                with torch.no_grad():
+                    getattr(module, attr).zero_()
+
+    def _is_fresh_part(self, key: str) -> bool:
+        return key.startswith(self.head_prefixes) or key.startswith(f"{self.encoder_prefix}pooler.")
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Writes `config.json` and `model.safetensors` in Hugging Face's layout, each file atomically."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = to_hf({k: v.detach().cpu() for k, v in self.state_dict().items()})
+        atomic_write(directory / WEIGHTS_NAME, lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
+        self.config.save(directory, architecture=self.hf_architecture)
+
+
+@dataclass
 class BertOutput:
     last_hidden_state: torch.Tensor  # (B, T, H); zeros at padding
     pooler_output: torch.Tensor | None  # (B, H)
@@ -223,47 +356,3 @@ def truncated_normal_(w: torch.Tensor, std: float) -> None:
     while bool(out.any()):
         w[out] = torch.empty(int(out.sum()), dtype=w.dtype, device=w.device).normal_(0.0, std)
         out = w.abs() > 2 * std
-
-
-INITS = ("bert", "local")
-
-
-@torch.no_grad()
-def local_attention_init(model: BertModel) -> None:
-    """Starts every attention head looking at a neighbour: head h of each layer at offset +1, -1, +2, -2, ...
-
-    BERT's own initialization starts attention uniform, and a small BERT pre-trained on a CPU budget stays
-    a bag of words for thousands of steps (docs/pretraining.md). This gives the position embeddings
-    sinusoids at random frequencies in (0, pi), on the first `d` dimensions (d = min(head size, hidden/2)),
-    scaled to the word embeddings' norm, and sets each head's query and key projections on those
-    dimensions so that q_i . k_j = a * sum_f cos(w_f (i + offset - j)), which peaks at j = i + offset
-    (a gives a peak logit of about 8: half the attention on the neighbour for the tiny preset).
-    The architecture is BERT's own and every weight stays trainable; only the starting point moves,
-    in the spirit of mimetic (Trockman & Kolter, 2023) and convolutional (Cordonnier et al., 2020) views
-    of attention. Call it after BERT's initialization.
-    """
-    cfg = model.config
-    H, nh, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim
-    d = min(hd, H // 2) // 2 * 2
-    omega = torch.rand(d // 2) * torch.pi
-    angles = torch.arange(cfg.max_position_embeddings, dtype=torch.float32)[:, None] * omega  # (P, d/2)
-    table = model.embeddings.position_embeddings.weight
-    word_norm = model.embeddings.word_embeddings.weight.norm(dim=1).median()
-    pe = torch.zeros_like(table)
-    pe[:, 0:d:2], pe[:, 1:d:2] = torch.sin(angles), torch.cos(angles)
-    table.copy_(pe * word_norm / (d / 2) ** 0.5)
-    table[0].zero_()  # [CLS]'s position: no offset to match, so its queries spread over the whole sequence
-    a = 16 * hd**0.5 / H
-    f = torch.arange(d // 2)
-    for layer in model.layers:
-        w = layer.attention.qkv.weight  # (3H, H): queries, keys, values
-        for h in range(nh):
-            offset = (h // 2 + 1) * (1 if h % 2 == 0 else -1)
-            cos, sin = torch.cos(offset * omega), torch.sin(offset * omega)
-            q, k = w[h * hd:h * hd + d], w[H + h * hd:H + h * hd + d]  # views: the head's first d rows
-            q.zero_()
-            k.zero_()
-            # q rotates each (sin, cos) pair forward by offset * w_f, so q_i matches the key of position i + offset
-            q[2 * f, 2 * f], q[2 * f, 2 * f + 1] = a * cos, a * sin
-            q[2 * f + 1, 2 * f], q[2 * f + 1, 2 * f + 1] = -a * sin, a * cos
-            k[2 * f, 2 * f], k[2 * f + 1, 2 * f + 1] = 1.0, 1.0

@@ -5,11 +5,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from .errors import BertkitError
+from .settings import check
+
+
+@dataclass(frozen=True)
+class OptimSettings:
+    """The optimizer and its schedule, as `[optim]` in pre-training and fine-tuning settings."""
+
+    name: str = "adamw"  # adamw | lamb
+    lr: float = 1e-4
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-6
+    weight_decay: float = 0.01
+    warmup: float = 0.01  # < 1: proportion of the steps; >= 1: a number of steps (the paper: 10k of 1M)
+    max_grad_norm: float = 1.0
+
+    def __post_init__(self) -> None:
+        check(self.name in ("adamw", "lamb"), f"optim.name must be adamw or lamb, got {self.name!r}")
+        check(0 < self.lr < 1, f"optim.lr must be in (0, 1), got {self.lr}")
+        check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), f"optim.betas must be two values in [0, 1), got {self.betas}")
+        check(self.weight_decay >= 0, f"optim.weight_decay must be >= 0, got {self.weight_decay}")
+        check(self.warmup >= 0, f"optim.warmup must be >= 0, got {self.warmup}")
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -85,12 +107,15 @@ def linear_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_s
     """Linear warmup from 0 to the peak over `warmup_steps`, then linear decay to 0 at `total_steps`
     (the same factors as Google's optimization.py and transformers' get_linear_schedule_with_warmup)."""
 
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return step / warmup_steps
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: linear_warmup_decay(step, warmup_steps, total_steps))
 
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+def linear_warmup_decay(step: float, warmup: float, total: float) -> float:
+    """Gives the share of the peak rate at `step`: up from 0 linearly over `warmup`, then down linearly to 0 at
+    `total`. Steps, or fractions of a time budget (warmup and total then shares of it)."""
+    if step < warmup:
+        return step / warmup
+    return max(0.0, (total - step) / (total - warmup)) if total > warmup else 0.0
 
 
 def warmup_steps_for(total_steps: int, warmup: float) -> int:

@@ -1,7 +1,10 @@
-"""Prediction and evaluation with a fine-tuned model folder, from Python or `bertkit predict/evaluate`.
+"""Inference with a task model: logits for featurized rows (`infer`), scores (`evaluate_task`), and the
+`Pipeline` that `bertkit predict`, `bertkit evaluate` and Python use on a fine-tuned model folder.
 
     nli = bertkit.pipeline("runs/ocnli/model")
     nli(["两个女人互相拥抱。"], ["两个女人在表达爱意。"])    # [{"label": ..., "probabilities": {...}}]
+
+Fine-tuning evaluates on dev through the same `evaluate_task`; nothing here imports the training loop.
 """
 
 from __future__ import annotations
@@ -11,13 +14,72 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from torch import nn
+from tqdm.auto import tqdm
 
-from .checkpoint import architecture_of, check_model_folder
 from .errors import BertkitError
-from .finetune import TASK_FILE, decode_options, evaluate_task, infer
-from .tasks import get_task
+from .hf import architecture_of, check_model_folder
+from .tasks import Features, Task, get_task
 from .tokenizer import Tokenizer
+
+TASK_FILE = "bertkit_task.json"  # written beside config.json by `bertkit finetune`: what a model was fine-tuned for
+
+
+# ---- inference -------------------------------------------------------------------------------------
+
+@torch.inference_mode()
+def infer(model: nn.Module, task: Task, features: Features, batch_size: int = 64, device: torch.device | None = None,
+          precision: str = "fp32", progress: bool = False) -> dict[str, np.ndarray]:
+    """Gives the model's logits for every feature row, in row order; per-token ones padded to the longest row.
+
+    Rows run longest first so that each batch holds rows of similar length: [PAD] costs nothing inside
+    the encoder, but attention still sees the batch's longest row.
+    """
+    device = device or next(model.parameters()).device
+    lengths = features.lengths
+    order = np.argsort(-lengths, kind="stable")
+    T = int(lengths.max()) if len(lengths) else 0
+    was_training = model.training
+    model.eval()
+    result: dict[str, np.ndarray] = {}
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    for lo in tqdm(range(0, len(order), batch_size), disable=not progress, desc="predict", unit="batch", leave=False):
+        idx = order[lo : lo + batch_size]
+        batch = task.collate([features.rows[i] for i in idx], features.pad_token_id)
+        batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            out = model(**batch)
+        for name in task.outputs:
+            x = getattr(out, name).float().cpu().numpy()  # (B, t, ...) per token, else (B, ...)
+            if name not in result:
+                rest = x.shape[2:] if task.per_token else x.shape[1:]
+                shape = (len(lengths), T, *rest) if task.per_token else (len(lengths), *rest)
+                result[name] = np.zeros(shape, np.float32)
+            if task.per_token:
+                result[name][idx, : x.shape[1]] = x
+            else:
+                result[name][idx] = x
+    model.train(was_training)
+    return result
+
+
+def decode_options(model: nn.Module) -> dict[str, Any]:
+    """A tagger with a CRF decodes the best whole tag sequence (Viterbi) rather than each tag alone."""
+    crf = getattr(model, "crf", None)
+    return {"crf": crf} if crf is not None else {}
+
+
+def evaluate_task(model: nn.Module, task: Task, features: Features, batch_size: int = 64, precision: str = "fp32",
+                  progress: bool = False) -> tuple[dict[str, float], list[Any]]:
+    """Gives the task's scores on `features` (percent) and the predictions they were computed from."""
+    outputs = infer(model, task, features, batch_size, precision=precision, progress=progress)
+    predictions = task.decode(features, outputs, **decode_options(model))
+    return task.score(features.data, predictions), predictions
+
+
+# ---- a fine-tuned model folder -------------------------------------------------------------------------
 
 
 class Pipeline:

@@ -21,15 +21,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import distributed, settings
-from .config import PRESETS, BertConfig
+from .config import IGNORE, PRESETS, BertConfig
 from .errors import BertkitError
 from .fileio import atomic_write_text
-from .heads import BertForPreTraining, span_loss, unigram_bias_init
-from .model import INITS, local_attention_init
-from .optim import build_optimizer, warmup_steps_for
+from .heads import BertForPreTraining
+from .init import INITS, initialize
+from .optim import OptimSettings, build_optimizer, linear_warmup_decay, warmup_steps_for
 from .pretraining import PretrainingData, collate
 from .settings import check
-from .spans import SpanSelection, continuation_table
 from .tokenizer import Tokenizer
 from .train import Clock, LoopConfig, set_seed, train
 
@@ -83,24 +82,6 @@ class PhaseSettings:
 
 
 @dataclass(frozen=True)
-class OptimSettings:
-    name: str = "adamw"  # adamw | lamb
-    lr: float = 1e-4
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-6
-    weight_decay: float = 0.01
-    warmup: float = 0.01  # < 1: proportion of the steps; >= 1: a number of steps (the paper: 10k of 1M)
-    max_grad_norm: float = 1.0
-
-    def __post_init__(self) -> None:
-        check(self.name in ("adamw", "lamb"), f"optim.name must be adamw or lamb, got {self.name!r}")
-        check(0 < self.lr < 1, f"optim.lr must be in (0, 1), got {self.lr}")
-        check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), f"optim.betas must be two values in [0, 1), got {self.betas}")
-        check(self.weight_decay >= 0, f"optim.weight_decay must be >= 0, got {self.weight_decay}")
-        check(self.warmup >= 0, f"optim.warmup must be >= 0, got {self.warmup}")
-
-
-@dataclass(frozen=True)
 class TrainSettings:
     steps: int = 1000
     # > 0: a wall-clock budget (Cramming): the run stops when it is spent, or at `steps`, and the learning rate
@@ -126,13 +107,9 @@ class DataSettings:
     path: Path | None = None
     num_workers: int = 1
     eval_batches: int = 20  # held-out batches per evaluation
-    # > 0: this fraction of the training instances become span-selection questions (bertkit.spans), answered by a
-    # start/end head that QA fine-tuning takes over
-    span_selection: float = 0.0
 
     def __post_init__(self) -> None:
         check(self.num_workers >= 0, f"data.num_workers must be >= 0, got {self.num_workers}")
-        check(0 <= self.span_selection < 1, f"data.span_selection must be in [0, 1), got {self.span_selection}")
 
 
 @dataclass(frozen=True)
@@ -175,42 +152,25 @@ class PretrainSettings:
 # ---- what a step optimizes --------------------------------------------------------------------------
 
 class PretrainingObjective:
-    """MLM loss averaged over predicted tokens plus NSP loss averaged over sequences (Google's loss); with
-    span-selection questions in the batch (bertkit.spans), plus their start/end loss averaged over questions.
-    A question carries no NSP label (-100)."""
+    """MLM loss averaged over predicted tokens plus NSP loss averaged over sequences (Google's loss)."""
 
-    def __init__(self, spans: bool = False):
-        self.loss_terms: tuple[str, ...] = ("mlm_loss", "nsp_loss") + (("span_loss",) if spans else ())
-        # accuracies: sums of hits
-        self.per = {"mlm_loss": "mlm", "mlm_acc": "mlm", "nsp_loss": "nsp", "nsp_acc": "nsp"}
-        if spans:
-            self.per |= {"span_loss": "span", "span_acc": "span"}
+    loss_terms = ("mlm_loss", "nsp_loss")
+    per = {"mlm_loss": "mlm", "mlm_acc": "mlm", "nsp_loss": "nsp", "nsp_acc": "nsp"}  # sums -> their counts
 
     def counts(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        out = {"mlm": (batch["mlm_labels"] != -100).sum(), "nsp": (batch["nsp_labels"] != -100).sum()}
-        if "span_loss" in self.loss_terms:
-            out["span"] = (batch["span_starts"] != -100).sum()
-        return out
+        return {"mlm": (batch["mlm_labels"] != IGNORE).sum(), "nsp": (batch["nsp_labels"] != IGNORE).sum()}
 
     def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         labels, nsp = batch["mlm_labels"], batch["nsp_labels"]
         out = model(batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"), labels, None,
                     packed_indices=batch.get("packed_indices"), mlm_positions=batch.get("mlm_positions"))
-        targets = labels.flatten()[batch["mlm_positions"]] if "mlm_positions" in batch else labels[labels != -100]
-        sums = {
-            # a micro-batch of questions alone has no MLM target (and an empty mean is nan)
-            "mlm_loss": out.mlm_loss * targets.numel() if targets.numel() else out.prediction_logits.sum() * 0,
+        targets = labels.flatten()[batch["mlm_positions"]] if "mlm_positions" in batch else labels[labels != IGNORE]
+        return {
+            "mlm_loss": out.mlm_loss * targets.numel(),
             "mlm_acc": (out.prediction_logits.argmax(-1) == targets).sum(),
-            "nsp_loss": F.cross_entropy(out.seq_relationship_logits.float(), nsp, ignore_index=-100, reduction="sum"),
+            "nsp_loss": F.cross_entropy(out.seq_relationship_logits.float(), nsp, ignore_index=IGNORE, reduction="sum"),
             "nsp_acc": (out.seq_relationship_logits.argmax(-1) == nsp).sum(),
         }
-        if "span_loss" in self.loss_terms:
-            start_logits, end_logits = out.span_logits.unbind(-1)  # (B, T) each
-            T = start_logits.shape[1]  # not a question (-100): past the sequence, no loss
-            starts, ends = (batch[k].masked_fill(batch[k] < 0, T) for k in ("span_starts", "span_ends"))
-            sums["span_loss"] = span_loss(start_logits, end_logits, starts, ends, reduction="sum")
-            sums["span_acc"] = ((start_logits.argmax(-1) == starts) & (end_logits.argmax(-1) == ends)).sum()
-        return sums
 
 
 # ---- the batches of every step ------------------------------------------------------------------------
@@ -220,15 +180,12 @@ class PretrainBatches:
     drawn from (seed, epoch); a step's global batch is the next slice of that stream, split into
     micro-batches and then among processes. A pure function of the step, so resuming is exact."""
 
-    def __init__(self, phases: list[tuple[int, PretrainingData, int]], accumulation: int, ctx: distributed.Context, seed: int,
-                 spans: SpanSelection | None = None):
+    def __init__(self, phases: list[tuple[int, PretrainingData, int]], accumulation: int, ctx: distributed.Context,
+                 seed: int):
         self.starts = [start for start, _, _ in phases]
         self.phases = phases
-        self.accumulation, self.ctx, self.seed, self.spans = accumulation, ctx, seed, spans
+        self.accumulation, self.ctx, self.seed = accumulation, ctx, seed
         self._orders: dict[tuple[int, int], np.ndarray] = {}
-
-    def __len__(self) -> int:  # not used for iteration; the loop asks by step
-        return 0
 
     def _order(self, phase: int, epoch: int) -> np.ndarray:
         key = (phase, epoch)
@@ -249,11 +206,7 @@ class PretrainBatches:
             examples = []
             for pos in positions[lo : lo + micro]:
                 epoch, i = divmod(int(pos), n)
-                index = int(self._order(p, epoch)[i])
-                example = data.example(index, epoch, self.seed)
-                if self.spans is not None:  # questions drawn from (seed, epoch, index) too: resuming stays exact
-                    example = self.spans(example, np.random.default_rng([self.seed, p, epoch, index]))
-                examples.append(example)
+                examples.append(data.example(int(self._order(p, epoch)[i]), epoch, self.seed))
             out.append(training_batch(collate(examples)))
         return out
 
@@ -266,35 +219,24 @@ def training_batch(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         batch = {k: v for k, v in batch.items() if k != "attention_mask"}
     else:
         batch["packed_indices"] = mask.flatten().nonzero().squeeze(1)
-    batch["mlm_positions"] = (batch["mlm_labels"].flatten() != -100).nonzero().squeeze(1)
+    batch["mlm_positions"] = (batch["mlm_labels"].flatten() != IGNORE).nonzero().squeeze(1)
     return batch
 
 
 def evaluate_pretraining(model: BertForPreTraining, data: PretrainingData, batches: int, batch_size: int,
-                         seed: int, device: torch.device, spans: SpanSelection | None = None) -> dict[str, float]:
+                         seed: int, device: torch.device) -> dict[str, float]:
     """Held-out MLM and NSP loss and accuracy on fixed masks; the accuracy of always guessing the
     most frequent masked token (the baseline pre-training must beat); and the MLM accuracy with the
     words of each segment shuffled (`mlm_shuffled_acc`): close to `mlm_acc`, the model has not yet
-    learnt to use word order, only which words occur together (a bag of words). With `spans`, also
-    the loss and exact-match accuracy (start and end) of span-selection questions made from the same
-    held-out instances."""
-    objective, asking = PretrainingObjective(), PretrainingObjective(spans=True)
+    learnt to use word order, only which words occur together (a bag of words)."""
+    objective = PretrainingObjective()
     sums: dict[str, float] = {}
-    counts = {"mlm": 0, "nsp": 0, "span": 0}
+    counts = {"mlm": 0, "nsp": 0}
     target_counts: dict[int, int] = {}
     rng = np.random.default_rng(seed)
     n = min(len(data), batches * batch_size)
     for lo in range(0, n, batch_size):
         examples = [data.example(i, 0, seed) for i in range(lo, min(n, lo + batch_size))]
-        if spans is not None:  # questions made from the same instances, with the same masks undone
-            made = (spans.question(e["input_ids"], e["token_type_ids"], e["mlm_labels"], np.random.default_rng([seed, lo + j]))
-                    for j, e in enumerate(examples))
-            if questions := [q for q in made if q is not None]:
-                asked = {k: v.to(device) for k, v in training_batch(collate(questions)).items()}
-                result = asking(model, asked)
-                for k in ("span_loss", "span_acc"):
-                    sums[k] = sums.get(k, 0.0) + float(result[k])
-                counts["span"] += len(questions)
         batch = {k: v.to(device) for k, v in collate(examples).items()}
         for k, v in objective(model, batch).items():
             sums[k] = sums.get(k, 0.0) + float(v)
@@ -302,10 +244,10 @@ def evaluate_pretraining(model: BertForPreTraining, data: PretrainingData, batch
         sums["mlm_shuffled_acc"] = sums.get("mlm_shuffled_acc", 0.0) + float(objective(model, shuffled)["mlm_acc"])
         for k, v in objective.counts(batch).items():
             counts[k] += int(v)
-        ids, freq = np.unique(batch["mlm_labels"][batch["mlm_labels"] != -100].cpu().numpy(), return_counts=True)
+        ids, freq = np.unique(batch["mlm_labels"][batch["mlm_labels"] != IGNORE].cpu().numpy(), return_counts=True)
         for i, f in zip(ids.tolist(), freq.tolist(), strict=True):
             target_counts[i] = target_counts.get(i, 0) + f
-    per = {**asking.per, "mlm_shuffled_acc": "mlm"}
+    per = {**objective.per, "mlm_shuffled_acc": "mlm"}
     out = {k: v / max(counts[per[k]], 1) for k, v in sums.items()}
     out["loss"] = out["mlm_loss"] + out["nsp_loss"]
     out["mlm_baseline_acc"] = max(target_counts.values(), default=0) / max(counts["mlm"], 1)
@@ -334,14 +276,6 @@ def pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool = False) -> Path
         distributed.teardown()
 
 
-def initialize(model: BertForPreTraining, init: str, data: PretrainingData) -> None:
-    """Applies `model.init` to a freshly built model: "bert" leaves BERT's initialization; "local" starts every
-    head on a neighbour and the MLM bias at the log-frequencies of `data`'s tokens (docs/pretraining.md)."""
-    if init == "local":
-        local_attention_init(model.bert)
-        unigram_bias_init(model, data.token_counts())
-
-
 def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distributed.Context) -> Path:
     run_dir = Path(run_dir)
     config_path = run_dir / "config.json"
@@ -352,20 +286,13 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
         raise BertkitError("train.minutes (a time budget) works with one phase; give the phases steps instead")
     datasets = [PretrainingData(p.data, "train") for p in phases]
     tokenizer = Tokenizer.from_pretrained(phases[0].data)
-    span_selection = None
-    if cfg.data.span_selection > 0:
-        span_selection = SpanSelection(cfg.data.span_selection, continuation_table(tokenizer.vocab),
-                                       tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id)
-    spans = span_selection is not None
     set_seed(cfg.train.seed + ctx.rank)
 
     if cfg.model.init_from is not None:
         model = BertForPreTraining.from_pretrained(cfg.model.init_from)
-        if spans and model.qa_outputs is None:
-            model.add_span_head()
     else:
-        model = BertForPreTraining(cfg.model.config(tokenizer.vocab_size), span_head=spans)
-        initialize(model, cfg.model.init, datasets[0])
+        model = BertForPreTraining(cfg.model.config(tokenizer.vocab_size))
+        initialize(model, cfg.model.init, datasets[0].token_counts)
     if model.config.vocab_size < tokenizer.vocab_size:
         raise BertkitError(f"model vocab_size {model.config.vocab_size} is smaller than the data's vocabulary ({tokenizer.vocab_size})")
     for data in datasets:
@@ -399,8 +326,7 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
     eval_data = {i: PretrainingData(p.data, "eval") for i, p in enumerate(phases)}
 
     def evaluate(m: nn.Module) -> dict[str, float]:
-        return evaluate_pretraining(model, eval_data[0], cfg.data.eval_batches, schedule[0][2], cfg.train.seed, ctx.device,
-                                    span_selection)
+        return evaluate_pretraining(model, eval_data[0], cfg.data.eval_batches, schedule[0][2], cfg.train.seed, ctx.device)
 
     loop = LoopConfig(
         steps=total_steps, max_grad_norm=o.max_grad_norm, precision=cfg.train.precision, log_every=cfg.log.every,
@@ -408,9 +334,10 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
         num_workers=cfg.data.num_workers, seed=cfg.train.seed, progress=cfg.log.progress,
     )
     t0 = time.perf_counter()
-    batches = PretrainBatches(schedule, cfg.train.accumulation, ctx, cfg.train.seed, span_selection)
-    train(step_model, PretrainingObjective(spans), batches, optimizer, scheduler, loop, run_dir, ctx,
-          evaluate=evaluate, resume=resume, run_config=settings.to_dict(cfg), clock=clock)
+    batches = PretrainBatches(schedule, cfg.train.accumulation, ctx, cfg.train.seed)
+    held_out = len(eval_data[0]) > 0  # `prepare --eval-fraction 0` holds nothing out: no evaluation then
+    train(step_model, PretrainingObjective(), batches, optimizer, scheduler, loop, run_dir, ctx,
+          evaluate=evaluate if held_out else None, resume=resume, run_config=settings.to_dict(cfg), clock=clock)
     out = run_dir / "model"
     if ctx.is_main:
         export(model, tokenizer, out)
@@ -424,11 +351,8 @@ def _phase_lr(plan: list[tuple[int, int, float, int]]):
     starts = [s for s, _, _, _ in plan]
 
     def lr(step: int) -> float:
-        s, steps, peak, warmup = plan[max(0, bisect.bisect_right(starts, step) - 1)]
-        local = step - s
-        if local < warmup:
-            return peak * local / warmup
-        return peak * max(0.0, (steps - local) / max(1, steps - warmup))
+        start, steps, peak, warmup = plan[max(0, bisect.bisect_right(starts, step) - 1)]
+        return peak * linear_warmup_decay(step - start, warmup, steps)
 
     return lr
 
@@ -440,10 +364,7 @@ def _budget_lr(phase: tuple[int, int, float, int], clock: Clock):
     w = warmup / steps
 
     def lr(step: int) -> float:
-        f = max(clock.fraction, step / steps)
-        if f < w:
-            return peak * f / w
-        return peak * max(0.0, (1 - f) / max(1e-9, 1 - w))
+        return peak * linear_warmup_decay(max(clock.fraction, step / steps), w, 1.0)
 
     return lr
 

@@ -36,7 +36,7 @@ def load(cls: type[T], file: Path | None = None, overrides: list[str] | None = N
         if not sep or not key:
             raise BertkitError(f"override {item!r} is not key=value (e.g. optim.lr=1e-4)")
         _set(tree, key.strip(), _parse_scalar(raw.strip()))
-    return build(cls, tree, source=str(file) if file else "config")
+    return build(cls, tree, source=str(file) if file else "")
 
 
 def read_file(path: Path) -> dict[str, Any]:
@@ -72,30 +72,38 @@ def _parse_scalar(raw: str) -> Any:
         return raw
 
 
-def build(cls: type[T], tree: dict[str, Any], source: str, prefix: str = "") -> T:
-    """Gives cls(**tree), recursing into nested dataclasses; every key and type checked."""
+def build(cls: type[T], tree: dict[str, Any], source: str, prefix: str = "", base: Any = None) -> T:
+    """Gives cls(**tree), recursing into nested dataclasses; every key and type checked. Keys the tree
+    leaves out keep their values in `base` (a nested section's own default, e.g. fine-tuning's optim.lr
+    of 2e-5), else the class defaults."""
     if not isinstance(tree, dict):
-        raise BertkitError(f"{source}: {prefix.rstrip('.') or 'config'} must be a table, got {tree!r}")
+        raise BertkitError(f"{_at(source)}{prefix.rstrip('.') or 'config'} must be a table, got {tree!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     hints = typing.get_type_hints(cls)
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {} if base is None else {name: getattr(base, name) for name in fields}
     for key, value in tree.items():
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
             hint = f" (did you mean {prefix}{close[0]}?)" if close else f" (known: {', '.join(fields)})"
-            raise BertkitError(f"{source}: unknown key {prefix}{key}{hint}")
-        kwargs[key] = _coerce(hints[key], value, source, f"{prefix}{key}")
+            raise BertkitError(f"{_at(source)}unknown key {prefix}{key}{hint}")
+        kwargs[key] = _coerce(hints[key], value, source, f"{prefix}{key}", _default(fields[key]))
     try:
         return cls(**kwargs)
     except BertkitError as e:
-        raise BertkitError(f"{source}: {e}") from None
+        raise BertkitError(f"{_at(source)}{e}") from None
 
 
-def _coerce(hint: Any, value: Any, source: str, key: str) -> Any:
+def _default(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
+
+
+def _coerce(hint: Any, value: Any, source: str, key: str, default: Any = None) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if dataclasses.is_dataclass(hint):
-        return build(hint, value, source, prefix=f"{key}.")
+        return build(hint, value, source, prefix=f"{key}.", base=default if dataclasses.is_dataclass(default) else None)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
@@ -108,10 +116,15 @@ def _coerce(hint: Any, value: Any, source: str, key: str) -> Any:
         raise BertkitError(errors[0])
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise BertkitError(f"{source}: {key} must be a list, got {value!r}")
+            raise BertkitError(f"{_at(source)}{key} must be a list, got {value!r}")
         inner = args[0] if args else Any
         items = [_coerce(inner, v, source, key) for v in value]
         return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise BertkitError(f"{_at(source)}{key} must be a table, got {value!r}")
+        k_hint, v_hint = args or (Any, Any)
+        return {_coerce(k_hint, k, source, key): _coerce(v_hint, v, source, f"{key}.{k}") for k, v in value.items()}
     if hint is Any:
         return value
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
@@ -119,13 +132,18 @@ def _coerce(hint: Any, value: Any, source: str, key: str) -> Any:
     if hint is Path and isinstance(value, (str, Path)):
         return Path(value)
     if hint in (int, float, str, bool) and not (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):
-        raise BertkitError(f"{source}: {key} must be {hint.__name__}, got {value!r}")
+        raise BertkitError(f"{_at(source)}{key} must be {hint.__name__}, got {value!r}")
     return value
 
 
 def to_dict(obj: Any) -> dict[str, Any]:
     """A JSON-ready dict of a settings object (paths as strings)."""
     return json.loads(json.dumps(dataclasses.asdict(obj), default=str))
+
+
+def _at(source: str) -> str:
+    """The prefix of an error message: the settings file it is in, if any."""
+    return f"{source}: " if source else ""
 
 
 def check(condition: bool, message: str) -> None:

@@ -1,64 +1,38 @@
 """WordPiece tokenization with Google BERT's exact semantics, run by the Rust `tokenizers` library.
 
 The reference is the pure-Python port of Google's tokenizer in transformers (`BertTokenizerLegacy`):
-every id we produce must equal its id. The Rust building blocks (`BertNormalizer`, `BertPreTokenizer`,
-the truncation code) differ from it in several places, so this module composes its own pipeline:
-
-1. Drop what the reference drops: U+0000, U+FFFD and every category-C character (Cc, Cf, Co, Cs
-   *and Cn*, i.e. unassigned) except tab/newline/carriage return. Rust keeps unassigned code points.
-2. Turn whitespace into " ": tab/newline/CR, Zs, and U+2028/U+2029 (which `str.split()` splits on).
-3. NFC, as the reference does (Rust has no NFC step: a cased vocab then misses é written as e+U+0301,
-   CJK compatibility ideographs and composition exclusions such as U+0958).
-4. Uncased: Greek final sigma, which Python's `str.lower()` applies and Rust's per-character
-   lowercase does not, then lowercase; with accent stripping, NFD and drop Mn.
-5. Split on whitespace, then isolate punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and Unicode P*)
-   and CJK ideographs (Google's ranges; Rust's range has a typo, 0x2B920 for 0x2B820).
-
-Character classes come from Python's own `unicodedata` (the reference's tables), not from the Rust
-crates, whose Unicode tables are older: Rust misses punctuation and marks added in Unicode 10-14 and
-still classes U+166D as punctuation. Truncation, special tokens and padding are done in Python on
-whole lists, with the reference's rules (its longest-first gives the odd token to the first
-sequence; Rust's to the second; Rust raises where the reference keeps a too-short sequence).
-
-Known residue. Rust's normalization tables are Unicode 10-era: 98 combining marks added in Unicode
-11-14 (Nko, Arabic Quranic marks, Sogdian, ...) lack their combining class there, so NFC neither
-reorders them nor composes across them; this shows only without accent stripping and only next to
-another combining mark. U+11938 (Dives Akuru) is not decomposed. And a whitespace-separated word
-that becomes a special token only after cleaning (e.g. "[MA\\x00SK]") is one for the reference.
+every id we produce must equal its id. The Rust building blocks differ from it in several places, so
+bertkit composes its own pipeline: Google's BasicTokenizer (clean-up, lowercasing, accents,
+punctuation and CJK splitting) as a Rust normalizer and pre-tokenizer (bertkit.basic_tokenizer),
+then Rust's WordPiece. Truncation, special tokens and padding are done here in Python on whole
+lists, with the reference's rules (its longest-first gives the odd token to the first sequence;
+Rust's to the second; Rust raises where the reference keeps a too-short sequence).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
-import gzip
 import io
 import itertools
 import json
-import unicodedata
-import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import tokenizers
-from tokenizers import AddedToken, Regex, models, normalizers, pre_tokenizers, trainers
+from tokenizers import AddedToken, models, trainers
 
+from .basic_tokenizer import normalizer, pre_tokenizer
+from .corpus import file_lines
 from .errors import BertkitError
-from .fileio import atomic_write_text
+from .fileio import atomic_write_text, list_files, read_utf8
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 MAX_CHARS_PER_WORD = 100  # Google's limit: longer words become [UNK]
 _UNLIMITED = 10**20  # transformers treats a model_max_length above this as "no limit"
-
-# Google's "Chinese character" ranges (tokenization.py `_is_chinese_char`), copied exactly.
-_CJK_RANGES = (
-    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
-)
 
 Truncation = bool | Literal["longest_first", "only_first", "only_second", "do_not_truncate"]
 Padding = bool | Literal["longest", "max_length", "do_not_pad"]
@@ -77,129 +51,14 @@ class Encoding:
     word_ids: list[int | None]
 
 
-# ---------------------------------------------------------------------------------------------
-# Character classes, from Python's unicodedata so that they match the reference on this Python.
-
-
-def _regex_class(ranges: Iterable[tuple[int, int]]) -> str:
-    """Gives an Oniguruma character class for inclusive code point ranges (merged, sorted)."""
-    merged: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in merged) + "]"
-
-
-@functools.cache
-def _category_runs() -> tuple[tuple[int, int, str], ...]:
-    """Gives (first, last, category) for each run of code points sharing a Unicode category."""
-    categories = map(unicodedata.category, map(chr, range(0x110000)))
-    runs, start = [], 0
-    for category, group in itertools.groupby(categories):
-        end = start + sum(1 for _ in group)
-        runs.append((start, end - 1, category))
-        start = end
-    return tuple(runs)
-
-
-def _ranges_in(predicate: Callable[[str], bool]) -> list[tuple[int, int]]:
-    """Gives the code point ranges whose Unicode category satisfies `predicate`."""
-    return [(lo, hi) for lo, hi, category in _category_runs() if predicate(category)]
-
-
-@functools.cache
-def _drop_class() -> str:
-    """Characters the reference deletes: NUL, U+FFFD, and category C except tab, LF and CR."""
-    ranges = _ranges_in(lambda c: c.startswith("C"))
-    for kept in (0x09, 0x0A, 0x0D):
-        ranges = list(_split_out(ranges, kept))
-    return _regex_class([*ranges, (0xFFFD, 0xFFFD)])
-
-
-@functools.cache
-def _space_class() -> str:
-    """Whitespace other than " ": tab, LF, CR and category Z (str.split() also splits on Zl, Zp)."""
-    ranges = [*_ranges_in(lambda c: c.startswith("Z")), (0x09, 0x0A), (0x0D, 0x0D)]
-    return _regex_class(_split_out(ranges, 0x20))  # replacing " " by " " would only cost time
-
-
-def _split_out(ranges: Iterable[tuple[int, int]], cp: int) -> Iterator[tuple[int, int]]:
-    """Yields the ranges without the code point `cp`."""
-    for lo, hi in ranges:
-        if lo <= cp <= hi:
-            if lo < cp:
-                yield lo, cp - 1
-            if cp < hi:
-                yield cp + 1, hi
-        else:
-            yield lo, hi
-
-
-@functools.cache
-def _isolate_class(tokenize_chinese_chars: bool) -> str:
-    """Characters that become words of their own: punctuation, and CJK ideographs when asked."""
-    ascii_punct = [(33, 47), (58, 64), (91, 96), (123, 126)]
-    cjk = list(_CJK_RANGES) if tokenize_chinese_chars else []
-    return _regex_class([*_ranges_in(lambda c: c.startswith("P")), *ascii_punct, *cjk])
-
-
-@functools.cache
-def _mark_class() -> str:
-    return _regex_class(_ranges_in(lambda c: c == "Mn"))
-
-
-@functools.cache
-def _final_sigma_pattern() -> str:
-    """Gives a regex matching each capital sigma that Python's str.lower() turns into final sigma.
-
-    CPython's rule: Σ is final when, skipping case-ignorable characters, the previous character is
-    cased and the next one is not. The classes are probed from str.lower() itself, so they follow
-    this Python's Unicode version (Oniguruma's \\p{Cased} differs, e.g. on U+1171E).
-    """
-    cased, ignorable = [], []
-    skip = {"Cc", "Cf", "Cn", "Co", "Cs", "Zs", "Zl", "Zp"}  # removed or whitespace before lowercasing
-    for lo, hi, category in _category_runs():
-        if category in skip:
-            continue
-        for cp in range(lo, hi + 1):
-            ch = chr(cp)
-            if (ch + "Σ").lower()[-1] == "ς":  # the previous character decides alone: cased
-                cased.append((cp, cp))
-            elif ("A" + ch + "Σ").lower()[-1] == "ς":  # skipped over to reach "A": case-ignorable
-                ignorable.append((cp, cp))
-    c, i = _regex_class(cased), _regex_class(ignorable)
-    return f"{c}{i}*\\K\\x{{3A3}}(?!{i}*{c})"
-
-
-def _normalizer(lowercase: bool, strip_accents: bool) -> normalizers.Normalizer:
-    """Gives the text clean-up the reference applies before splitting words (module docstring, 1-4)."""
-    steps = [
-        normalizers.Replace(Regex(_drop_class()), ""),
-        normalizers.Replace(Regex(_space_class()), " "),
-        normalizers.NFC(),
-    ]
-    if lowercase:
-        steps += [normalizers.Replace(Regex(_final_sigma_pattern()), "ς"), normalizers.Lowercase()]
-    if strip_accents:
-        steps += [normalizers.NFD(), normalizers.Replace(Regex(_mark_class()), "")]
-    return normalizers.Sequence(steps)
-
-
-def _pre_tokenizer(tokenize_chinese_chars: bool) -> pre_tokenizers.PreTokenizer:
-    isolate = pre_tokenizers.Split(Regex(_isolate_class(tokenize_chinese_chars)), behavior="isolated")
-    return pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), isolate])
-
-
 def _backend(
     vocab: dict[str, int] | None, lowercase: bool, strip_accents: bool, tokenize_chinese_chars: bool
 ) -> tokenizers.Tokenizer:
     """Gives a Rust tokenizer that produces word pieces only; specials and truncation are ours."""
     model = models.WordPiece(vocab or {}, unk_token=UNK, max_input_chars_per_word=MAX_CHARS_PER_WORD)
     backend = tokenizers.Tokenizer(model)
-    backend.normalizer = _normalizer(lowercase, strip_accents)
-    backend.pre_tokenizer = _pre_tokenizer(tokenize_chinese_chars)
+    backend.normalizer = normalizer(lowercase, strip_accents)
+    backend.pre_tokenizer = pre_tokenizer(tokenize_chinese_chars)
     # Special tokens written in the text are matched in the raw text, before clean-up, as the
     # reference's trie does: "[MASK]" is one token, "[mask]" is three.
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
@@ -284,24 +143,9 @@ def _gc_paused() -> Iterator[None]:
 # Reading files.
 
 
-def _read_utf8(path: Path, what: str) -> str:
-    """Gives the file's text; BertkitError names the line of the first undecodable byte."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise BertkitError(f"{path}: {what} not found") from None
-    except IsADirectoryError:
-        raise BertkitError(f"{path}: is a folder, expected a {what}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise BertkitError(f"{path} line {line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-
-
 def _load_vocab(path: Path) -> dict[str, int]:
     """Gives token -> id (id = line number - 1), read as transformers' load_vocab reads it."""
-    text = _read_utf8(path, "vocab.txt")
+    text = read_utf8(path, "vocab.txt", bom=True)  # a BOM stays part of the first token, as in transformers
     tokens = [line.rstrip("\n") for line in io.StringIO(text, newline=None).readlines()]
     vocab: dict[str, int] = {}
     for i, token in enumerate(tokens):
@@ -313,39 +157,6 @@ def _load_vocab(path: Path) -> dict[str, int]:
         bom = " (the file starts with a byte-order mark)" if tokens and tokens[0].startswith("\ufeff") else ""
         raise BertkitError(f"{path}: vocabulary lacks the special token(s) {' '.join(missing)}{bom}")
     return vocab
-
-
-def _text_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Gives the files to read: each path itself, or a folder's *.txt and *.gz files, recursively."""
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in (".txt", ".gz"))
-            if not found:
-                raise BertkitError(f"{p}: folder holds no .txt or .gz files")
-            files += found
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise BertkitError(f"{p}: no such file or folder")
-    return files
-
-
-def _file_lines(path: Path, skipped: list[str] | None = None) -> Iterator[str]:
-    """Yields a UTF-8 (or gzipped UTF-8) file's lines without line endings; CRLF is fine. A line that
-    is not UTF-8 is an error, or with a `skipped` list, left out and named there."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    yield raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as e:
-                    if skipped is None:
-                        raise BertkitError(f"{path} line {number}: not valid UTF-8 ({e.reason})") from None
-                    skipped.append(f"{path} line {number}")
-    except (OSError, EOFError, zlib.error) as e:
-        raise BertkitError(f"{path}: cannot read ({e})") from None
 
 
 def _config_value(config: dict[str, Any], path: Path, field: str, kind: type, default: Any) -> Any:
@@ -418,7 +229,7 @@ class Tokenizer:
         config_path, config = folder / "tokenizer_config.json", {}
         if config_path.is_file():
             try:
-                config = json.loads(_read_utf8(config_path, "tokenizer config"))
+                config = json.loads(read_utf8(config_path, "tokenizer config", bom=True))
             except json.JSONDecodeError as e:
                 raise BertkitError(f"{config_path} line {e.lineno}: invalid JSON ({e.msg})") from None
             if not isinstance(config, dict):
@@ -509,19 +320,19 @@ class Tokenizer:
     @classmethod
     def train_from_files(cls, paths: Sequence[str | Path], vocab_size: int, on_error: str = "stop",
                          skipped: list[str] | None = None, **options: Any) -> Tokenizer:
-        """Gives `train` on the lines of UTF-8 text files (.gz too); folders give their *.txt and *.gz.
+        """Gives `train` on the lines of UTF-8 text files (.gz too); folders give all their files, as to `prepare`.
 
         A line that is not UTF-8 stops training with an error naming file and line, or with
         on_error="skip" is left out and named in `skipped` (when given)."""
         if on_error not in ("stop", "skip"):
             raise BertkitError(f"on_error must be 'stop' or 'skip', got {on_error!r}")
         bad = skipped if skipped is not None else []
-        files = _text_files(paths)
+        files = list_files(paths)
 
         class Lines:  # readable twice, as `train` reads it
             def __iter__(self) -> Iterator[str]:
                 for f in files:
-                    yield from _file_lines(f, bad if on_error == "skip" else None)
+                    yield from file_lines(f, bad if on_error == "skip" else None)
 
         tok = cls.train(Lines(), vocab_size, **options)
         bad[:] = dict.fromkeys(bad)  # each skipped line once, though read twice

@@ -12,27 +12,25 @@ with N processes equals a single-process run with the same global batch.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import random
-import re
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from . import distributed
+from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .errors import BertkitError
-from .fileio import atomic_write, atomic_write_text
+from .runlog import MetricsLog
 
 log = logging.getLogger("bertkit")
 
@@ -56,8 +54,6 @@ class Objective(Protocol):
 
 class StepBatches(Protocol):
     """The micro-batches of this process for each optimizer step, a pure function of the step."""
-
-    def __len__(self) -> int: ...
 
     def __getitem__(self, step: int) -> list[Batch]: ...
 
@@ -133,9 +129,10 @@ def train(
         if path is None:
             log.warning("%s: no checkpoint to resume from; starting at step 0", ckpt_dir)
         else:
-            elapsed = load_checkpoint(path, model, optimizer, scheduler, scaler, state, ctx)
+            resumed = load_checkpoint(path, model, optimizer, scheduler, scaler, ctx)
+            state.step, state.history = resumed.step, resumed.history
             if clock is not None:
-                clock.elapsed = elapsed
+                clock.elapsed = resumed.elapsed
             log.warning("resumed from %s at step %d", path, state.step)
     metrics_log = MetricsLog(run_dir, enabled=ctx.is_main, truncate_after=state.step)
 
@@ -199,8 +196,8 @@ def train(
             # Under torchrun the processes agree to stop through a collective: only at log steps.
             stop = stopper.requested(ctx) if ctx.world_size == 1 or state.step % cfg.log_every == 0 or done else False
             if done or stop or (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0):
-                save_checkpoint(ckpt_dir, model, optimizer, scheduler, scaler, state, ctx, cfg.keep_checkpoints, run_config,
-                                clock.elapsed if clock else 0.0)
+                save_checkpoint(ckpt_dir, state.step, state.history, model, optimizer, scheduler, scaler, ctx,
+                                cfg.keep_checkpoints, run_config, clock.elapsed if clock else 0.0)
             if stop:
                 bar.close()
                 raise KeyboardInterrupt(f"stopped at step {state.step}; resume with --resume")
@@ -319,158 +316,3 @@ class _Stopper:
     def restore(self) -> None:
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
-
-
-# ---- checkpoints ----------------------------------------------------------------------------------
-
-_CKPT = re.compile(r"^step-(\d+)\.pt$")
-
-
-def latest_checkpoint(ckpt_dir: Path) -> Path | None:
-    if not ckpt_dir.is_dir():
-        return None
-    found = sorted((int(m.group(1)), p) for p in ckpt_dir.iterdir() if (m := _CKPT.match(p.name)))
-    return found[-1][1] if found else None
-
-
-def _rng_state() -> dict[str, Any]:
-    return {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-    }
-
-
-def _set_rng_state(s: dict[str, Any]) -> None:
-    random.setstate(s["python"])
-    np.random.set_state(s["numpy"])
-    torch.set_rng_state(s["torch"])
-    if s.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(s["cuda"])
-
-
-def save_checkpoint(
-    ckpt_dir: Path,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    scaler: torch.amp.GradScaler,
-    state: LoopState,
-    ctx: distributed.Context,
-    keep: int,
-    run_config: dict[str, Any] | None,
-    elapsed: float = 0.0,
-) -> None:
-    """Writes checkpoints/step-N.pt atomically (rank 0), with every process's RNG state; keeps the last `keep`."""
-    rng = [_rng_state()]
-    if ctx.world_size > 1:
-        rng = [None] * ctx.world_size
-        dist.all_gather_object(rng, _rng_state())
-    if ctx.is_main:
-        payload = {
-            "step": state.step,
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(),
-            "rng": rng,
-            "world_size": ctx.world_size,
-            "history": state.history,
-            "config": run_config,
-            "elapsed": elapsed,  # seconds of a run with a time budget
-        }
-        path = ckpt_dir / f"step-{state.step:08d}.pt"
-        atomic_write(path, lambda tmp: torch.save(payload, tmp))
-        old = sorted(p for p in ckpt_dir.iterdir() if _CKPT.match(p.name))
-        for p in old[: max(0, len(old) - max(keep, 1))]:
-            p.unlink(missing_ok=True)
-    distributed.barrier()
-
-
-def load_checkpoint(
-    path: Path,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    scaler: torch.amp.GradScaler,
-    state: LoopState,
-    ctx: distributed.Context,
-) -> float:
-    """Restores a checkpoint into the objects given; gives the seconds its run had spent (for a time budget)."""
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # a truncated file from a full disk would only be a .tmp; this is a foreign file
-        raise BertkitError(f"{path}: cannot read the checkpoint ({str(e).splitlines()[0]})") from None
-    model.load_state_dict(payload["model"])
-    optimizer.load_state_dict(payload["optimizer"])
-    scheduler.load_state_dict(payload["scheduler"])
-    scaler.load_state_dict(payload["scaler"])
-    state.step = payload["step"]
-    state.history = payload.get("history", [])
-    rng = payload["rng"]
-    if len(rng) == ctx.world_size:
-        _set_rng_state(rng[ctx.rank])
-    else:
-        log.warning("checkpoint from %d processes resumed on %d: dropout randomness will differ", len(rng), ctx.world_size)
-        _set_rng_state(rng[0])
-    return float(payload.get("elapsed", 0.0))
-
-
-# ---- logs -----------------------------------------------------------------------------------------
-
-class MetricsLog:
-    """The run's metrics as JSON lines (RUN/log.jsonl) and TensorBoard events (RUN/tb), rank 0 only."""
-
-    def __init__(self, run_dir: Path, enabled: bool, truncate_after: int):
-        self.enabled = enabled
-        self.path = run_dir / "log.jsonl"
-        self.tb = None
-        if not enabled:
-            return
-        rows = [r for r in read_log(self.path) if r["step"] <= truncate_after]  # a resumed run rewrites what follows
-        atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in rows))
-        self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=truncate_after + 1 if truncate_after else None)
-        except ImportError:
-            log.info("tensorboard is not installed: metrics go to %s only", self.path)
-
-    def write(self, row: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        self.file.write(json.dumps(row) + "\n")
-        self.file.flush()
-        if self.tb is not None:
-            for k, v in row.items():
-                if k != "step" and isinstance(v, (int, float)):
-                    self.tb.add_scalar(k, v, row["step"])
-
-    def close(self) -> None:
-        if self.enabled:
-            self.file.close()
-            if self.tb is not None:
-                self.tb.close()
-
-
-def read_log(path: Path) -> list[dict[str, Any]]:
-    """Gives the rows of a log.jsonl; a line cut short by a killed process is skipped."""
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            row = json.loads(line)
-            if isinstance(row, dict) and "step" in row:
-                rows.append(row)
-    return rows
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    return model.module if isinstance(model, DistributedDataParallel) else model
-
-
-def chunks(seq: Sequence[Any], n: int) -> list[Sequence[Any]]:
-    return [seq[i : i + n] for i in range(0, len(seq), n)]

@@ -11,7 +11,8 @@
     predictions = task.decode(features, outputs)      # one per example
     scores = task.score(dev, predictions)             # {"accuracy": ..., "f1": ...}, percent
 
-Read reports (`dataset.report.summary()`) say what each reader skipped or fixed and where.
+Each task module reads its own formats (`read_table`/`read_jsonl`, `read_squad`, `read_conll`, all
+exported here); read reports (`dataset.report.summary()`) say what each skipped or fixed and where.
 """
 
 from __future__ import annotations
@@ -20,22 +21,10 @@ from typing import Any
 
 from ..errors import BertkitError
 from .base import Dataset, Features, ReadReport, Task, pad_rows
-from .classify import ClassifyTask, ClassPrediction
-from .crf import CRF, pack_words
-from .ner import NERTask, TagPrediction
-from .qa import QAPrediction, QATask
-from .readers import (
-    Answer,
-    QAExample,
-    TagExample,
-    TextExample,
-    read_conll,
-    read_jsonl,
-    read_squad,
-    read_table,
-    read_texts,
-    split,
-)
+from .classify import ClassifyTask, ClassPrediction, TextExample, read_jsonl, read_table, read_texts
+from .ner import NERTask, TagExample, TagPrediction, read_conll, with_scheme, words_of
+from .qa import Answer, QAExample, QAPrediction, QATask, read_squad
+from .readers import split
 
 TASKS = ("classify", "pair", "qa", "ner")
 
@@ -52,7 +41,6 @@ def get_task(name: str, **options: Any) -> Task:
 
 
 __all__ = [
-    "CRF",
     "TASKS",
     "Answer",
     "ClassPrediction",
@@ -69,7 +57,6 @@ __all__ = [
     "Task",
     "TextExample",
     "get_task",
-    "pack_words",
     "pad_rows",
     "read_conll",
     "read_jsonl",
@@ -77,4 +64,6 @@ __all__ = [
     "read_table",
     "read_texts",
     "split",
+    "with_scheme",
+    "words_of",
 ]

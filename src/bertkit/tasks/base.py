@@ -1,61 +1,22 @@
 """What every task family shares: the Task interface, datasets with a read report, features, padding,
 and turning model outputs into per-row numpy arrays.
 
-The training loop drives any task through the same eight calls (see `Task`); nothing in it needs to
+Fine-tuning and prediction drive any task through the same calls and attributes (see `Task`); nothing in it needs to
 know whether rows are sentences, question windows or tagged words.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-from ..heads import IGNORE
-
-SHOWN_PLACES = 5  # how many line numbers / question ids a report keeps per reason
-
-
-@dataclass
-class ReadReport:
-    """What a reader kept and what it left out of one file: counts by reason, with the first places."""
-
-    source: str
-    kept: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    fixed: Counter[str] = field(default_factory=Counter)
-    places: dict[str, list[str]] = field(default_factory=dict)  # reason -> first few "line 17" / "question X"
-
-    def skip(self, reason: str, place: str) -> None:
-        self.skipped[reason] += 1
-        self._note(reason, place)
-
-    def fix(self, reason: str, place: str) -> None:
-        self.fixed[reason] += 1
-        self._note(reason, place)
-
-    def _note(self, reason: str, place: str) -> None:
-        shown = self.places.setdefault(reason, [])
-        if len(shown) < SHOWN_PLACES and place not in shown:
-            shown.append(place)
-
-    @property
-    def total_skipped(self) -> int:
-        return sum(self.skipped.values())
-
-    def summary(self) -> str:
-        """Gives one line: kept count, then each skip and fix reason with its count and first places."""
-        parts = [f"{self.source}: {self.kept:,} kept"]
-        for verb, counts in (("skipped", self.skipped), ("fixed", self.fixed)):
-            for reason, n in counts.most_common():
-                parts.append(f"{verb} {n:,} ({reason}: {', '.join(self.places.get(reason, []))}"
-                             f"{', ...' if n > SHOWN_PLACES else ''})")
-        return "; ".join(parts)
+from ..config import IGNORE
+from ..fileio import ReadReport
 
 
 @dataclass
@@ -125,6 +86,12 @@ class Task(Protocol):
     model_class: type  # the bertkit model to fine-tune
     main_metric: str  # the key of `score` that picks the best checkpoint
     problem_type: str | None  # for BertConfig.with_labels: "regression" or None
+    outputs: tuple[str, ...]  # the model outputs `decode` reads, by their names on the model's output
+    per_token: bool  # those outputs come per token, (B, T, ...), rather than per row, (B, ...)
+    per_token_loss: bool  # the training loss is a mean over labelled tokens, rather than over rows
+
+    @property
+    def model_options(self) -> dict[str, Any]: ...  # config fields the task model needs (a CRF, say)
 
     def read(self, path: str | Path, **fmt: Any) -> Dataset: ...
     def labels(self, train: Dataset) -> list[str]: ...

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .schemes import entities, strict_entities
+from ..schemes import entities, strict_entities
 
 # ---------------------------------------------------------------------------------------------------
 # Classification and regression
@@ -164,7 +164,7 @@ def _pct(values: Sequence[float] | np.ndarray) -> float:
 # The official punctuation list. It also names "……", which never matches since it is compared with
 # one character at a time: a lone "…" is kept, as there.
 _CMRC_PUNCT = set("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
-_CJK_CHAR = re.compile(r"[\u4e00-\u9fa5]")
+_CJK_CHAR = re.compile(r"[\u4e00-\u9fa5]")  # the official script's range (not bertkit.text's): its scores
 # Stands in for nltk.word_tokenize on the non-Chinese runs: words, numbers with inner . or , and
 # single punctuation marks. nltk's extra splits (e.g. "don't" -> "do", "n't") are not reproduced.
 _WORD = re.compile(r"\w+(?:[.,]\w+)*|[^\w\s]")

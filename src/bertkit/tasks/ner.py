@@ -17,20 +17,43 @@ from __future__ import annotations
 import itertools
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from ..config import IGNORE
+from ..crf import CRF
 from ..errors import BertkitError
-from ..heads import IGNORE, BertForTokenClassification
+from ..heads import BertForTokenClassification
+from ..schemes import (
+    SCHEMES,
+    Entity,
+    check_tag,
+    convert,
+    detect_scheme,
+    entities,
+    scheme_of_labels,
+    split_tag,
+    tag_set,
+)
+from ..text import has_cjk
 from .base import Dataset, Features, ReadReport, output_rows, pad_rows
-from .crf import CRF
 from .metrics import entity_scores
-from .readers import TagExample, read_conll, with_scheme, words_of
-from .schemes import Entity, entities, scheme_of_labels, split_tag, tag_set
+from .readers import BadRows, bad_row, read_text, text_lines
+
+
+@dataclass(frozen=True)
+class TagExample:
+    """A sentence as words (or characters) with one tag per word; `spans` index `text` when known."""
+
+    words: tuple[str, ...]
+    tags: tuple[str, ...] | None
+    line: int  # line of the first word; word i is on line + i in a CoNLL file
+    text: str | None = None  # the original text, for user input
+    spans: tuple[tuple[int, int], ...] | None = None  # each word's (start, end) in `text`
 
 
 @dataclass
@@ -81,7 +104,8 @@ class NERTask:
     """Named entity recognition over words (English) or characters (Chinese).
 
     `scheme` is the tagging scheme to learn ("BIO" or "BIOES"); None keeps the training file's own
-    (IOB1 becoming BIO). `strict` scores only well-formed entities (seqeval's strict mode).
+    (IOB1 becoming BIO). `strict` scores only well-formed entities (seqeval's strict mode). `crf` puts a
+    linear-chain CRF over the tags (bertkit.crf): trained on whole sentences, decoded by Viterbi.
     Without a CRF each word takes its most probable tag alone, as in BERT's paper; `constrained`
     decodes instead the most probable tag sequence that the scheme allows (no I-X after O, no O
     after B-X in BIOES, ...), so that predictions are well formed in the training scheme.
@@ -92,13 +116,24 @@ class NERTask:
     max_seq_length: int = 128
     strict: bool = False
     constrained: bool = False
+    crf: bool = False
     main_metric: str = "f1"
     model_class: type = BertForTokenClassification
     problem_type: str | None = None
+    outputs: tuple[str, ...] = ("logits",)
+    per_token: bool = True
 
     def __post_init__(self) -> None:
         if self.scheme not in (None, "BIO", "BIOES"):
             raise BertkitError(f"NER trains in BIO or BIOES, not {self.scheme!r} (IOB1 files are converted)")
+
+    @property
+    def per_token_loss(self) -> bool:
+        return not self.crf  # a CRF's loss is per sentence
+
+    @property
+    def model_options(self) -> dict[str, Any]:
+        return {"crf": True} if self.crf else {}
 
     def read(self, path: str | Path, **fmt: Any) -> Dataset:
         """Gives the sentences of a CoNLL-style file; `fmt` goes to `readers.read_conll` (normalize="NFKC", ...)."""
@@ -282,3 +317,114 @@ def _viterbi(crf: CRF, per_row: list[np.ndarray]) -> list[list[int]]:
         mask[r, : len(x)] = True
     device = crf.transitions.device
     return crf.decode(torch.from_numpy(em).to(device), torch.from_numpy(mask).to(device))
+
+
+# ---- reading CoNLL files, splitting user text ---------------------------------------------------------
+
+
+def read_conll(
+    path: str | Path,
+    *,
+    word_column: int = 0,
+    tag_column: int = -1,
+    delimiter: str | None = None,
+    scheme: str | None = None,
+    normalize: str | None = None,
+    bad_rows: BadRows = "error",
+) -> Dataset:
+    """Gives the TagExamples of a CoNLL-style file: a word a line, tag in `tag_column`, blank between sentences.
+
+    `-DOCSTART-` lines are skipped. `delimiter` is a tab when the first word line has one, else any
+    whitespace. `scheme` names the file's tag scheme (IOB1, BIO, BIOES); by default it is detected
+    (CoNLL-2003 is IOB1). `normalize="NFKC"` maps full-width digits and letters to half-width, as
+    MSRA's test file needs to match its training file. A line with the wrong number of columns, or a
+    tag that is not O / B-X / I-X / E-X / S-X, is an "error" naming file and line, or with
+    `bad_rows="skip"` drops its whole sentence, counted.
+    """
+    path = Path(path)
+    lines = text_lines(read_text(path))
+    report = ReadReport(str(path))
+    sentences: list[TagExample] = []
+    words: list[str] = []
+    tags: list[str] = []
+    first = 0
+    broken = False
+    n_cols: int | None = None
+    valid_tags: set[str] = set()  # tags already checked: a file has few distinct ones
+
+    def close() -> None:
+        nonlocal words, tags, broken
+        if words and not broken:
+            sentences.append(TagExample(tuple(words), tuple(tags), first))
+        words, tags, broken = [], [], False
+
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            close()
+            continue
+        if raw.startswith("-DOCSTART-"):
+            close()
+            continue
+        if delimiter is None:
+            delimiter = "\t" if "\t" in raw else " "
+        cells = raw.split("\t") if delimiter == "\t" else raw.split()
+        if n_cols is None:
+            n_cols = len(cells)
+            if n_cols < 2:
+                raise BertkitError(f"{path} line {n}: one column only; expected a word and a tag")
+        if not words:
+            first = n
+        if broken:
+            continue
+        if len(cells) != n_cols:
+            bad_row(report, bad_rows, path, f"line {n}", "wrong number of columns", f": {len(cells)}, expected {n_cols}")
+            broken = True
+            continue
+        tag = cells[tag_column].strip()
+        if tag not in valid_tags:
+            if not check_tag(tag):
+                bad_row(report, bad_rows, path, f"line {n}", "malformed tag", f" {tag!r} (expected O or B-/I-/E-/S-TYPE)")
+                broken = True
+                continue
+            valid_tags.add(tag)
+        word = cells[word_column]
+        words.append(unicodedata.normalize(normalize, word) if normalize else word)
+        tags.append(tag)
+    close()
+    if not sentences and not report.total_skipped:
+        raise BertkitError(f"{path}: holds no sentences")
+    detected = detect_scheme(s.tags for s in sentences if s.tags)
+    if scheme is not None and scheme not in SCHEMES:
+        raise BertkitError(f"unknown tag scheme {scheme!r}; use one of {list(SCHEMES)}")
+    report.kept = len(sentences)
+    return Dataset(sentences, report, scheme=scheme or detected)
+
+
+def with_scheme(data: Dataset, scheme: str) -> Dataset:
+    """Gives a tagged dataset with its tags rewritten in `scheme` (same entities); itself if already so."""
+    if data.scheme == scheme or data.scheme is None:
+        return data
+    examples = [replace(e, tags=tuple(convert(e.tags, scheme, data.scheme))) if e.tags else e for e in data]
+    return Dataset(examples, data.report, scheme=scheme, impossible=data.impossible)
+
+
+def words_of(text: str, how: str = "auto") -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """Gives the words of `text` and their character spans: whitespace-separated, or one per character.
+
+    `how` is "whitespace", "chars" (every non-space character, as MSRA and the paper's Chinese NER),
+    or "auto": characters when the text holds a CJK ideograph, else whitespace.
+    """
+    if how == "auto":
+        how = "chars" if has_cjk(text) else "whitespace"
+    spans: list[tuple[int, int]] = []
+    if how == "chars":
+        spans = [(i, i + 1) for i, c in enumerate(text) if not c.isspace()]
+    elif how == "whitespace":
+        i = 0
+        for piece in text.split():
+            i = text.index(piece, i)
+            spans.append((i, i + len(piece)))
+            i += len(piece)
+    else:
+        raise BertkitError(f"unknown word split {how!r}; use auto, whitespace or chars")
+    return tuple(text[a:b] for a, b in spans), tuple(spans)

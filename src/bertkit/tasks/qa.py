@@ -16,6 +16,7 @@ Each distinct context and each question is tokenized once, in one Rust batch cal
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +27,33 @@ import torch
 
 from ..errors import BertkitError
 from ..heads import BertForQuestionAnswering
+from ..text import has_cjk
 from .base import Dataset, Features, ReadReport, output_rows, pad_rows
 from .metrics import cmrc_scores, squad_scores
-from .readers import QAExample, has_cjk, read_squad
+from .readers import read_text
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    start: int  # character offset into the context, checked: context[start:start+len(text)] == text
+
+
+@dataclass(frozen=True)
+class QAExample:
+    """A question on a context; `answers` are located in the context, `gold_texts` are all annotated.
+
+    Scoring uses `gold_texts`, as the official scripts do (they never look at offsets); training uses
+    the first located answer. `is_impossible` is None for user questions (no gold at all).
+    """
+
+    qid: str
+    question: str
+    context: str
+    answers: tuple[Answer, ...]
+    gold_texts: tuple[str, ...]
+    is_impossible: bool | None
+    title: str = ""
 
 
 @dataclass
@@ -98,6 +123,13 @@ class QATask:
     language: str = "auto"
     model_class: type = BertForQuestionAnswering
     problem_type: str | None = None
+    outputs: tuple[str, ...] = ("start_logits", "end_logits")
+    per_token: bool = True
+    per_token_loss: bool = False  # a start and an end per window
+
+    @property
+    def model_options(self) -> dict[str, Any]:
+        return {}
 
     def read(self, path: str | Path, **fmt: Any) -> Dataset:
         """Gives the questions of a SQuAD-format JSON file; `fmt` goes to `readers.read_squad` (whole_words)."""
@@ -272,3 +304,118 @@ def _best_spans(S: np.ndarray, E: np.ndarray, max_context: np.ndarray, n_best: i
     keep = np.isfinite(total[a, b])
     return [(float(t), int(s) + offset, int(e) + offset)
             for t, s, e in zip(total[a, b][keep], starts[a[keep]], ends[b[keep]], strict=True)]
+
+
+# ---- reading SQuAD files ---------------------------------------------------------------------------
+
+
+def locate(context: str, text: str, start: int) -> int:
+    """Gives where `text` occurs in `context`: at `start` if it does, else the nearest occurrence; -1 if none."""
+    if start >= 0 and context.startswith(text, start):
+        return start
+    best, i = -1, context.find(text)
+    while i != -1:
+        if best == -1 or abs(i - start) < abs(best - start):
+            best = i
+        if i > start:
+            break  # occurrences only get further away
+        i = context.find(text, i + 1)
+    return best
+
+
+def inside_word(context: str, start: int, end: int) -> bool:
+    """Tells whether context[start:end] cuts a Latin word or number ("gold" in "golden", "8" in "18")."""
+    def glued(a: str, b: str) -> bool:
+        return a.isascii() and b.isascii() and a.isalnum() and b.isalnum()
+
+    return (start > 0 and glued(context[start - 1], context[start])) or (
+        end < len(context) and glued(context[end - 1], context[end]))
+
+
+def whole_word(context: str, text: str, start: int) -> int:
+    """Gives the whole-word occurrence of `text` nearest `start` when the one at `start` is inside a word, else `start`."""
+    if not inside_word(context, start, start + len(text)):
+        return start
+    best, i = start, context.find(text)
+    while i != -1:
+        if not inside_word(context, i, i + len(text)) and (best == start or abs(i - start) < abs(best - start)):
+            best = i
+        i = context.find(text, i + 1)
+    return best
+
+
+def read_squad(path: str | Path, *, whole_words: bool = True) -> Dataset:
+    """Gives the QAExamples of a SQuAD v1.1/v2.0-format file (CMRC 2018 too).
+
+    An answer whose offset is wrong (about 7 in CMRC 2018 dev) is moved to the occurrence of its text
+    nearest the given offset: a counted fix. An answer whose text is nowhere in its context (193 in
+    CMRC 2018 dev, written by annotators with answer_start -1) is a counted skip naming the question;
+    its text still counts as gold for scoring, as in the official script. With `whole_words`, a Latin
+    or numeric answer found inside a longer word ("gold" in "golden": the SQuAD dev file here gives
+    each answer's first occurrence) moves to the nearest occurrence standing as a word, when there is
+    one: a counted fix, so that training targets whole tokens. A question left with no
+    answer, and not marked impossible, is a counted skip. Malformed JSON or a question without
+    id/question/answers is a BertkitError naming the file and the question.
+    """
+    path = Path(path)
+    text = read_text(path)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BertkitError(f"{path} line {e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
+        raise BertkitError(f"{path}: not SQuAD-format JSON (expected an object with a 'data' list)")
+    report = ReadReport(str(path))
+    examples: list[QAExample] = []
+    impossible = 0
+    for a, article in enumerate(doc["data"]):
+        for p, para in enumerate(article.get("paragraphs", [])):
+            context = para.get("context")
+            if not isinstance(context, str):
+                raise BertkitError(f"{path}: data[{a}].paragraphs[{p}] has no 'context' string")
+            for q, qa in enumerate(para.get("qas", [])):
+                where = f"data[{a}].paragraphs[{p}].qas[{q}]"
+                example = _squad_question(qa, context, str(article.get("title", "")), report, path, where, whole_words)
+                if example is not None:
+                    examples.append(example)
+                    impossible += bool(example.is_impossible)
+    if not examples and not report.total_skipped:
+        raise BertkitError(f"{path}: holds no questions")
+    report.kept = len(examples)
+    return Dataset(examples, report, impossible=impossible)
+
+
+def _squad_question(qa: dict[str, Any], context: str, title: str, report: ReadReport, path: Path,
+                    where: str, whole_words: bool) -> QAExample | None:
+    for key in ("id", "question"):
+        if key not in qa:
+            raise BertkitError(f"{path}: {where} has no '{key}'")
+    qid = str(qa["id"])
+    impossible = bool(qa.get("is_impossible", False))
+    answers: list[Answer] = []
+    gold = []
+    for ans in qa.get("answers", []):
+        if not isinstance(ans, dict) or "text" not in ans:
+            raise BertkitError(f"{path}: question {qid} has an answer without 'text'")
+        answer_text = str(ans["text"])
+        gold.append(answer_text)
+        given = int(ans.get("answer_start", -1))
+        start = locate(context, answer_text, given)
+        if start == -1 and answer_text.strip() and answer_text.strip() != answer_text:
+            answer_text = answer_text.strip()  # stray spaces around the answer
+            start = locate(context, answer_text, given)
+        if start == -1 or not answer_text:
+            report.skip("answer not in context", f"question {qid}")
+            continue
+        if start != given:
+            report.fix("answer offset relocated", f"question {qid}")
+        if whole_words and (moved := whole_word(context, answer_text, start)) != start:
+            report.fix("answer moved out of a longer word", f"question {qid}")
+            start = moved
+        answers.append(Answer(answer_text, start))
+    if not impossible and not answers:
+        report.skip("question without an answer in its context", f"question {qid}")
+        return None
+    if impossible:
+        answers, gold = [], []
+    return QAExample(qid, str(qa["question"]), context, tuple(answers), tuple(gold), impossible, title)

@@ -19,18 +19,20 @@ from typing import Any
 
 import torch
 
-from . import settings
-from .errors import BertkitError
-from .fileio import atomic_write_text
-from .finetune import FinetuneSettings, evaluate_task, finetune, paired_bootstrap
-from .heads import BertForPreTraining
-from .model import local_attention_init
-from .plot import plot_run
-from .predict import pipeline
-from .pretrain import PretrainSettings, pretrain
-from .pretraining import prepare
-from .tokenizer import Tokenizer
-from .train import read_log
+from .. import settings
+from ..errors import BertkitError
+from ..fileio import atomic_write_text
+from ..finetune import FinetuneSettings, finetune
+from ..heads import BertForPreTraining
+from ..init import local_attention_init
+from ..predict import evaluate_task, pipeline
+from ..pretrain import PretrainSettings, pretrain
+from ..pretraining import prepare
+from ..runlog import read_log
+from ..tokenizer import Tokenizer
+from .plots import plot_run
+from .report import write_report
+from .stats import paired_bootstrap
 
 log = logging.getLogger("bertkit")
 
@@ -124,8 +126,6 @@ def demo(cfg: DemoSettings) -> Path:
         results[f"compare {task}"] = stages.run(f"compare {task}", _compare, src, out, task, cfg)
     predictions = stages.run("predict", _predict, out, cfg)
 
-    from .report import write_report
-
     total = sum(v["seconds"] for v in stages.done.values())  # over every run of the demo, if it was resumed
     report = write_report(out, cfg, stages.done, results, predictions, machine(), total)
     log.warning("demo done in %.1f min (this run %.1f min): %s", total / 60, (time.perf_counter() - t0) / 60, report)
@@ -147,7 +147,6 @@ def _vocab(src: Path, out: Path, cfg: DemoSettings) -> dict[str, Any]:
 def _prepare(src: Path, out: Path, cfg: DemoSettings) -> dict[str, Any]:
     meta = prepare(_pretrain_files(src), out / "vocab", out / "data", max_seq_length=128, seed=cfg.seed + 12345,
                    lang=cfg.lang, eval_fraction=0.02, progress=cfg.progress)
-    Tokenizer.from_pretrained(out / "vocab").save_pretrained(out / "data")
     return {k: v for k, v in meta.get("counts", {}).items() if isinstance(v, int)}
 
 
@@ -226,9 +225,11 @@ def _finetune(src: Path, out: Path, task: str, init: str, cfg: DemoSettings) -> 
     if cfg.smoke:
         epochs = 1
     model = out / "pretrain" / "model" if init == "pretrained" else out / "scratch"
-    ft = FinetuneSettings(task=task, model=model, train=train, dev=dev,
-                          out=out / "finetune" / f"{task}-{init}", epochs=epochs, batch_size=batch, lr=lr,
-                          max_seq_length=max_len, seed=cfg.seed, progress=cfg.progress)
+    ft = settings.load(FinetuneSettings, flags={
+        "task.name": task, "model": model, "data.train": train, "data.dev": dev, "out": out / "finetune" / f"{task}-{init}",
+        "train.epochs": epochs, "train.batch_size": batch, "optim.lr": lr, "task.max_seq_length": max_len,
+        "train.seed": cfg.seed, "train.progress": cfg.progress,
+    })
     summary = finetune(ft, resume=True)
     return {"metric": summary["main_metric"], "dev": summary["best"]["dev"], "seconds": summary["runs"][0]["seconds"]}
 

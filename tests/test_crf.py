@@ -6,8 +6,8 @@ import itertools
 
 import torch
 
-from bertkit.tasks.crf import CRF, pack_words
-from bertkit.tasks.schemes import tag_set
+from bertkit.crf import CRF, pack_words
+from bertkit.schemes import tag_set
 
 
 def _path_score(crf: CRF, em: torch.Tensor, path: tuple[int, ...]) -> torch.Tensor:
@@ -63,14 +63,24 @@ def test_constraints_rule_out_forbidden_transitions():
     assert tuple(crf.decode(em[:1, :3])[0]) == path  # constraints are part of the scores brute force sees
 
 
-def test_gradients_flow_and_empty_rows_give_zero():
+def test_gradients_equal_brute_force_and_empty_rows_give_zero():
+    torch.manual_seed(2)
     crf = CRF(4)
     em = torch.randn(2, 5, 4, requires_grad=True)
     mask = torch.tensor([[True] * 5, [False] * 5])
     ll = crf(em, torch.zeros(2, 5, dtype=torch.long), mask)
-    assert ll[1] == 0 and ll[0] < 0
     (-ll.sum()).backward()
-    assert em.grad is not None and crf.transitions.grad is not None
+    # the same log-likelihood by enumerating all 4^5 paths, and its gradients by autograd through the enumeration
+    leaf = em.detach()[0].clone().requires_grad_(True)
+    log_z, _ = _brute(crf, leaf)
+    brute = _path_score(crf, leaf, (0,) * 5) - log_z
+    grads = torch.autograd.grad(-brute, [leaf, crf.start, crf.transitions, crf.end])
+    torch.testing.assert_close(ll[0], brute.detach())
+    torch.testing.assert_close(em.grad[0], grads[0])
+    for got, want in zip((crf.start.grad, crf.transitions.grad, crf.end.grad), grads[1:], strict=True):
+        torch.testing.assert_close(got, want)
+    # the row without words: log-likelihood 0, no gradient, no tags
+    assert ll[1] == 0 and (em.grad[1] == 0).all()
     assert crf.decode(em.detach(), mask)[1] == []
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..heads import IGNORE
+from .config import IGNORE
 from .schemes import allowed_transitions, scheme_of_labels
 
 FORBIDDEN = -10000.0  # added to a forbidden transition's score; finite, so no inf - inf in the sums

@@ -1,12 +1,12 @@
-"""`bertkit plot RUN_DIR`: the curves of a run's log.jsonl drawn to a PNG."""
+"""Pictures of runs: `bertkit plot RUN` (the curves of a run's log.jsonl) and the demo's fine-tuning panels."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import BertkitError
-from .fileio import atomic_write
-from .train import read_log
+from ..errors import BertkitError
+from ..fileio import atomic_write
+from ..runlog import read_log
 
 # (panel title, [(log key, label)]) in the order drawn; panels with no data are left out.
 PANELS: list[tuple[str, list[tuple[str, str]]]] = [
@@ -52,3 +52,31 @@ def plot_run(run_dir: Path, out: Path | None = None, title: str | None = None) -
     atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
     return out
+
+
+def plot_finetuning(out: Path, tasks: list[str]) -> Path:
+    """Dev metric after every epoch, pre-trained against from scratch, one panel per task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks), 3.2), squeeze=False)
+    for ax, task in zip(axes[0], tasks, strict=True):
+        for init, style in (("pretrained", "o-"), ("scratch", "s--")):
+            log = read_log(out / "finetune" / f"{task}-{init}" / "run" / "log.jsonl")
+            evals = [r for r in log if any(k.startswith("eval_") for k in r)]
+            if not evals:
+                continue
+            metric = "eval_accuracy" if "eval_accuracy" in evals[0] else "eval_f1"
+            ax.plot([r["step"] for r in evals], [r[metric] for r in evals], style, label=init, markersize=4)
+            ax.set_ylabel(metric.removeprefix("eval_"))
+        ax.set_title(task)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "finetune.png"
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+    return path

@@ -7,8 +7,8 @@ import html
 from pathlib import Path
 from typing import Any
 
-from .fileio import atomic_write, atomic_write_text
-from .train import read_log
+from ..fileio import atomic_write_text
+from .plots import plot_finetuning
 
 TASK_NAMES = {"classify": "single-sentence classification", "pair": "sentence-pair classification",
               "qa": "extractive question answering", "ner": "named entity recognition"}
@@ -28,34 +28,6 @@ def results_rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                      "low": interval.get("low"), "high": interval.get("high"),
                      "seconds": pre.get("seconds", 0) + scratch.get("seconds", 0)})
     return rows
-
-
-def plot_finetuning(out: Path, tasks: list[str]) -> Path:
-    """Dev metric after every epoch, pre-trained against from scratch, one panel per task."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks), 3.2), squeeze=False)
-    for ax, task in zip(axes[0], tasks, strict=True):
-        for init, style in (("pretrained", "o-"), ("scratch", "s--")):
-            log = read_log(out / "finetune" / f"{task}-{init}" / "run" / "log.jsonl")
-            evals = [r for r in log if any(k.startswith("eval_") for k in r)]
-            if not evals:
-                continue
-            metric = "eval_accuracy" if "eval_accuracy" in evals[0] else "eval_f1"
-            ax.plot([r["step"] for r in evals], [r[metric] for r in evals], style, label=init, markersize=4)
-            ax.set_ylabel(metric.removeprefix("eval_"))
-        ax.set_title(task)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "finetune.png"
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
-    return path
 
 
 def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str, dict[str, Any]],

@@ -1,0 +1,87 @@
+"""The package's shape, kept by tests: data flows one way (no import cycles, imports inside functions included),
+no module grows past 600 lines, and using a model (`import bertkit`, `bertkit predict`) never loads the training
+loop. README.md's "Package map" says which module does which job."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).parents[1] / "src" / "bertkit"
+MAX_LINES = 600
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Gives each bertkit module the bertkit modules it imports, at the top or inside a function."""
+    files = {module_name(p): p for p in SRC.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join([*base, node.module] if node.module else base)
+                found = [target, *(f"{target}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                found = [alias.name for alias in node.names]
+            else:
+                continue
+            graph[name] |= {f for f in found if f in files and f != name}
+    return graph
+
+
+def cycle_from(graph: dict[str, set[str]]) -> list[str] | None:
+    """Gives one import cycle as a path of module names, or None (depth-first search, three colours)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    graph = import_graph()
+    assert {"bertkit.model", "bertkit.heads", "bertkit.crf", "bertkit.pretraining.dataset"} <= set(graph)
+    assert "bertkit.hf" in graph["bertkit.model"] and "bertkit.crf" in graph["bertkit.heads"]  # the graph is read
+    assert cycle_from(graph) is None, " -> ".join(cycle_from(graph) or [])
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert cycle_from({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle_from({"a": {"b"}, "b": set(), "c": {"b"}}) is None
+
+
+def test_no_module_is_over_600_lines() -> None:
+    sizes = {module_name(p): sum(1 for _ in p.open(encoding="utf-8")) for p in SRC.rglob("*.py")}
+    assert len(sizes) > 30
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_using_a_model_does_not_load_the_training_loop() -> None:
+    code = ("import sys, bertkit, bertkit.cli, bertkit.predict; "
+            "print(sorted(m for m in sys.modules if m.startswith('bertkit')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "'bertkit.predict'" in loaded and "'bertkit.tasks'" in loaded
+    for training in ("bertkit.train", "bertkit.finetune", "bertkit.pretrain", "bertkit.pretraining", "bertkit.checkpoint"):
+        assert f"'{training}'" not in loaded, training
