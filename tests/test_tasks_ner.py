@@ -16,6 +16,7 @@ from bertkit import BertConfig
 from bertkit.config import IGNORE
 from bertkit.crf import CRF
 from bertkit.errors import BertkitError
+from bertkit.heads import MODEL_CLASSES, to_tensors
 from bertkit.schemes import allowed_transitions, convert
 from bertkit.tasks import Dataset, NERTask
 from bertkit.tasks.ner import NERFeatures, token_windows
@@ -84,7 +85,7 @@ def test_conll_gold_logits_give_back_the_gold_entities(conll):
     assert {t: scores[f"support/{t}"] for t in types} == {"LOC": 1668, "MISC": 702, "ORG": 1661, "PER": 1617}
     assert {scores[f"{m}/{t}"] for m in ("precision", "recall", "f1") for t in types} == {100.0}
     assert [p.tags for p in predictions] == [convert(list(e.tags), "BIO", "IOB1") for e in test]  # the gold, as BIO
-    with_crf = task.decode(features, logits, crf=CRF.for_labels(labels))
+    with_crf = task.decode(features, logits, crf=CRF.for_labels(labels).tag_scores())
     assert [p.tags for p in with_crf] == [p.tags for p in predictions]
 
 
@@ -167,8 +168,8 @@ def test_tiny_model_batch(conll, en_tok: Tokenizer):
     few = Dataset(test.examples[:8], test.report, scheme=test.scheme)
     features = task.featurize(few, en_tok, {label: i for i, label in enumerate(labels)})
     torch.manual_seed(0)
-    model = task.model_class(BertConfig.preset("tiny", vocab_size=en_tok.vocab_size).with_labels(labels))
-    batch = task.collate(features.rows, en_tok.pad_token_id)
+    model = MODEL_CLASSES[task.architecture](BertConfig.preset("tiny", vocab_size=en_tok.vocab_size).with_labels(labels))
+    batch = to_tensors(task.collate(features.rows, en_tok.pad_token_id))
     assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
     assert set(batch) <= set(inspect.signature(model.forward).parameters)
     assert (batch["labels"][batch["attention_mask"] == 0] == IGNORE).all()

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from bertkit import BertConfig
+from bertkit.heads import MODEL_CLASSES, to_tensors
 from bertkit.tasks import QATask, get_task
 from bertkit.tasks.qa import QAFeatures
 from bertkit.tokenizer import Tokenizer
@@ -170,12 +171,12 @@ def test_tiny_model_outputs_decode(shared_data: Path, zh_tok: Tokenizer):
     data.examples = data.examples[:4]
     features = task.featurize(data, zh_tok, max_seq_length=128, doc_stride=64)
     torch.manual_seed(0)
-    model = task.model_class(BertConfig.preset("tiny", vocab_size=zh_tok.vocab_size).with_labels(task.labels(data)))
+    model = MODEL_CLASSES[task.architecture](BertConfig.preset("tiny", vocab_size=zh_tok.vocab_size).with_labels(task.labels(data)))
     model.eval()
     outputs, padded = [], 0
     with torch.no_grad():
         for i in range(0, len(features), 4):
-            batch = task.collate(features.rows[i : i + 4], zh_tok.pad_token_id)
+            batch = to_tensors(task.collate(features.rows[i : i + 4], zh_tok.pad_token_id))
             out = model(**batch)
             # [PAD] scores lowest; the loss is the mean over rows of the start and end cross-entropies over the row's
             # own tokens, recomputed row by row without padding

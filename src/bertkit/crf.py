@@ -6,6 +6,7 @@ after O, BIOES's O after B-X, ...) can be ruled out with a large penalty, in tra
 
 Use: `crf = CRF.for_labels(labels)`; words = `pack_words(logits, labels)` keeps the first sub-token
 positions (labels != -100) left-aligned; loss = `-crf(*words).mean()`; tags = `crf.decode(em, mask)`.
+Decoding is the numpy Viterbi of bertkit.schemes.TagScores, which exported models use without torch.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import torch
 from torch import nn
 
 from .config import IGNORE
-from .schemes import allowed_transitions, scheme_of_labels
-
-FORBIDDEN = -10000.0  # added to a forbidden transition's score; finite, so no inf - inf in the sums
+from .schemes import FORBIDDEN, TagScores, allowed_transitions, scheme_of_labels
 
 
 class CRF(nn.Module):
@@ -45,18 +44,14 @@ class CRF(nn.Module):
         """Gives a CRF over `labels` that rules out the transitions their scheme (BIO or BIOES) forbids."""
         return cls(len(labels), allowed_transitions(labels, scheme or scheme_of_labels(labels)))
 
-    @classmethod
-    def constraints(cls, labels: Sequence[str], scheme: str | None = None) -> CRF:
-        """Gives a CRF with no learned scores, only the scheme's forbidden transitions: decoding it over
-        per-word log-probabilities gives the most probable tag sequence the scheme allows."""
-        crf = cls.for_labels(labels, scheme)
-        for p in crf.parameters():
-            nn.init.zeros_(p)
-        return crf
-
     def _scores(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return (self.start + self.start_penalty, self.transitions + self.transition_penalty,
                 self.end + self.end_penalty)
+
+    @torch.no_grad()
+    def tag_scores(self) -> TagScores:
+        """Gives the scores decoding needs (learned, plus the scheme's penalties) as numpy arrays."""
+        return TagScores(*(s.float().cpu().numpy() for s in self._scores()))
 
     def forward(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Gives log p(tags | emissions) per sequence, (B,); emissions (B, T, C), tags and mask (B, T).
@@ -84,32 +79,10 @@ class CRF(nn.Module):
         log_z = torch.logsumexp(alpha + end, dim=1)
         return torch.where(mask[:, 0], gold - log_z, torch.zeros_like(log_z))
 
-    @torch.no_grad()
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor | None = None) -> list[list[int]]:
-        """Gives the best tag sequence of each row (Viterbi), as long as the row's mask."""
-        em = emissions.float()
-        B, T, _ = em.shape
-        mask = torch.ones(B, T, dtype=torch.bool, device=em.device) if mask is None else mask.bool()
-        start, trans, end = self._scores()
-        score = start + em[:, 0]  # (B, C)
-        back = []
-        for t in range(1, T):
-            best, arg = (score[:, :, None] + trans[None]).max(dim=1)  # (B, C) over the previous tag
-            back.append(arg)
-            score = torch.where(mask[:, t, None], best + em[:, t], score)
-        last = (score + end).argmax(1).tolist()
-        lengths = mask.sum(1).tolist()
-        pointers = torch.stack(back, 1).cpu().numpy() if back else None  # (B, T-1, C)
-        paths = []
-        for b in range(B):
-            if lengths[b] == 0:
-                paths.append([])
-                continue
-            path = [last[b]]
-            for t in range(lengths[b] - 1, 0, -1):
-                path.append(int(pointers[b, t - 1, path[-1]]))
-            paths.append(path[::-1])
-        return paths
+        """Gives the best tag sequence of each row (Viterbi), as long as the row's mask (a prefix of the row)."""
+        lengths = [emissions.shape[1]] * emissions.shape[0] if mask is None else mask.sum(1).tolist()
+        return self.tag_scores().viterbi(emissions.detach().float().cpu().numpy(), lengths)
 
 
 def pack_words(emissions: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -27,6 +27,7 @@ from . import distributed, settings
 from .config import IGNORE
 from .errors import BertkitError
 from .fileio import atomic_write_text
+from .heads import MODEL_CLASSES, to_tensors
 from .model import Pretrained
 from .optim import OptimSettings, build_optimizer, linear_schedule, warmup_steps_for
 from .predict import TASK_FILE, evaluate_task
@@ -261,7 +262,7 @@ def finetune(cfg: FinetuneSettings, resume: bool = False) -> dict[str, Any]:
     if cfg.data.test is not None:
         test_data = task.read(cfg.data.test, **read_options)
         log.warning("%s", test_data.report.summary())
-        model = task.model_class.from_pretrained(final)
+        model = MODEL_CLASSES[task.architecture].from_pretrained(final)
         model.to(ctx.device)
         summary["test"], _ = evaluate_task(model, task, task.featurize(test_data, tok, label2id), cfg.train.eval_batch_size,
                                            cfg.train.precision)
@@ -280,10 +281,11 @@ def _one_run(cfg: FinetuneSettings, task: Task, labels: list[str], train_feature
     if run_dir.exists() and not resume:
         shutil.rmtree(run_dir)
     set_seed(t.seed)
-    model = task.model_class.from_pretrained(cfg.model, id2label=dict(enumerate(labels)), problem_type=task.problem_type,
+    model = MODEL_CLASSES[task.architecture].from_pretrained(cfg.model, id2label=dict(enumerate(labels)), problem_type=task.problem_type,
                                              **task.model_options)
     model.to(ctx.device)
-    batches = EpochBatches(train_features, lambda rows: task.collate(rows, train_features.pad_token_id), t.batch_size, t.seed)
+    batches = EpochBatches(train_features, lambda rows: to_tensors(task.collate(rows, train_features.pad_token_id)),
+                           t.batch_size, t.seed)
     steps = batches.per_epoch * t.epochs
     optimizer = build_optimizer(model, o.name, o.lr, tuple(o.betas), o.eps, o.weight_decay)
     scheduler = linear_schedule(optimizer, warmup_steps_for(steps, o.warmup), steps)

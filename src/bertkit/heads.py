@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -15,7 +16,7 @@ from torch import nn
 from .config import IGNORE, BertConfig
 from .crf import CRF, pack_words
 from .errors import BertkitError
-from .hf import architecture_of
+from .folders import architecture_of
 from .model import BertModel, Pretrained, activation
 
 
@@ -260,6 +261,11 @@ def load_model(directory: str | Path, kind: type[Pretrained] | None = None) -> P
     elif saved is not None and saved != kind.hf_architecture and saved not in ("BertModel", "BertForPreTraining"):
         raise BertkitError(f"{directory}: holds a {saved}, not a {kind.hf_architecture}")
     return kind.from_pretrained(directory)
+
+
+def to_tensors(batch: dict[str, np.ndarray], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Gives a task's collated batch (numpy, bertkit.tasks) as tensors on `device`, for a model's forward."""
+    return {k: torch.from_numpy(v).to(device) for k, v in batch.items()}
 
 
 def parameter_counts(model: nn.Module) -> dict[str, int]:

@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 
 from .config import BertConfig
 from .errors import BertkitError
+from .folders import check_model_folder
 
 WEIGHTS_NAME = "model.safetensors"
 HEAD_PREFIXES = ("mlm.", "nsp.", "classifier.", "qa_outputs.")  # bertkit names of every task head
@@ -103,16 +104,6 @@ def to_hf(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def check_model_folder(directory: str | Path) -> Path:
-    """Gives `directory` as a Path if it is a folder; else a BertkitError saying what it is instead."""
-    directory = Path(directory)
-    if directory.is_file():
-        raise BertkitError(f"{directory}: is a file, not a model folder")
-    if not directory.is_dir():
-        raise BertkitError(f"{directory}: no such model folder")
-    return directory
-
-
 def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
     """Gives the tensors of `model.safetensors` (also sharded) or `pytorch_model.bin` in `directory`."""
     directory = check_model_folder(directory)
@@ -131,18 +122,6 @@ def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
     except (SafetensorError, OSError, RuntimeError, KeyError, json.JSONDecodeError) as e:
         raise BertkitError(f"{directory}: cannot read the weights ({str(e).splitlines()[0]})") from None
     raise BertkitError(f"{directory}: no {WEIGHTS_NAME} or pytorch_model.bin (is this a model folder?)")
-
-
-def architecture_of(directory: str | Path) -> str | None:
-    """Gives the model class named in a folder's config.json ("BertForPreTraining", ...), if any."""
-    path = check_model_folder(directory) / "config.json"
-    if not path.is_file():
-        raise BertkitError(f"{directory}: no config.json (is this a model folder?)")
-    try:
-        names = json.loads(path.read_text(encoding="utf-8")).get("architectures") or [None]
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as e:
-        raise BertkitError(f"{path}: not a valid config ({e})") from None
-    return names[0]
 
 
 def check_vocab_fits(directory: Path, config: BertConfig) -> None:

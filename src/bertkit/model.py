@@ -21,15 +21,8 @@ from torch import nn
 from .config import BertConfig
 from .errors import BertkitError
 from .fileio import atomic_write
-from .hf import (
-    HEAD_PREFIXES,
-    WEIGHTS_NAME,
-    check_model_folder,
-    check_vocab_fits,
-    from_hf,
-    read_weights,
-    to_hf,
-)
+from .folders import check_model_folder
+from .hf import HEAD_PREFIXES, WEIGHTS_NAME, check_vocab_fits, from_hf, read_weights, to_hf
 
 log = logging.getLogger("bertkit")
 
@@ -38,13 +31,14 @@ log = logging.getLogger("bertkit")
 class Packing:
     """Where the real tokens of a padded (B, T) batch sit once flattened to (B*T,).
 
-    indices: (N,) positions of the non-pad tokens in the flattened batch, N <= B*T.
+    indices: (N,) positions of the non-pad tokens in the flattened batch, N <= B*T; None keeps the
+        tokens padded, (B, T, ...), and only attention masks the padding out (`BertModel.unpad`).
     key_mask: (B, 1, 1, T) bool, True where a key may be attended to.
     """
 
     batch_size: int
     seq_len: int
-    indices: torch.Tensor
+    indices: torch.Tensor | None
     key_mask: torch.Tensor
 
     @classmethod
@@ -59,10 +53,14 @@ class Packing:
 
     def unpad(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) -> (N, ...)"""
+        if self.indices is None:
+            return x
         return x.flatten(0, 1).index_select(0, self.indices)
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
         """(N, ...) -> (B, T, ...), zeros at the padding."""
+        if self.indices is None:
+            return x
         out = x.new_zeros(self.batch_size * self.seq_len, *x.shape[1:])
         return out.index_copy(0, self.indices, x).unflatten(0, (self.batch_size, self.seq_len))
 
@@ -277,7 +275,9 @@ class BertOutput:
 class BertModel(Pretrained):
     """The BERT encoder: embeddings, the stack of layers and (optionally) the pooler.
 
-    It runs on packed (unpadded) tokens inside; `last_hidden_state` is zero at padded positions.
+    It runs on packed (unpadded) tokens inside; `last_hidden_state` is zero at padded positions. With
+    `unpad = False` the tokens stay padded and only attention masks the padding: the same outputs, with
+    no step whose shapes depend on the data, as an exported graph (ONNX) needs.
     """
 
     hf_architecture = "BertModel"
@@ -286,6 +286,7 @@ class BertModel(Pretrained):
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True, init: bool = True):
         super().__init__()
         self.config = config
+        self.unpad = True
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(Layer(config) for _ in range(config.num_hidden_layers))
         self.pooler = Pooler(config) if add_pooling_layer else None
@@ -310,7 +311,9 @@ class BertModel(Pretrained):
         if position_ids is None:
             position_ids = torch.arange(T, device=input_ids.device).expand(B, T)
         packing = None
-        if packed_indices is not None and attention_mask is not None:
+        if attention_mask is not None and not self.unpad:
+            packing = Packing(B, T, None, attention_mask.bool()[:, None, None, :])
+        elif packed_indices is not None and attention_mask is not None:
             packing = Packing(B, T, packed_indices, attention_mask.bool()[:, None, None, :])
         elif attention_mask is not None:
             packing = Packing.from_attention_mask(attention_mask)
@@ -320,6 +323,8 @@ class BertModel(Pretrained):
         for layer in self.layers:
             x = layer(x, packing)
         hidden = x if packing is None else packing.pad(x)  # (B, T, H)
+        if packing is not None and packing.indices is None:
+            hidden = hidden.masked_fill(~attention_mask.bool()[..., None], 0.0)  # as the packed path leaves it
         pooled = self.pooler(hidden) if self.pooler is not None else None
         return BertOutput(last_hidden_state=hidden, pooler_output=pooled)
 

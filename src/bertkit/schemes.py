@@ -1,4 +1,5 @@
-"""Tag schemes for NER (IOB1, BIO, BIOES): entities out of tags, tags out of entities, conversions.
+"""Tag schemes for NER (IOB1, BIO, BIOES): entities out of tags, tags out of entities, conversions, and
+decoding the best tag sequence under transition scores (a CRF's, or only the scheme's rules).
 
 An entity is (type, start, end) with `end` exclusive. `entities` reads any scheme with conlleval's
 chunk rules (what seqeval's default mode does), so it accepts the malformed sequences a model may
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -177,3 +179,46 @@ def allowed_transitions(labels: Sequence[str], scheme: str) -> tuple[np.ndarray,
                 open_chunk = p1 in "BI"
                 follow[i, j] = (p2 in "IE" and k1 == k2) if open_chunk else p2 in "OBS"
     return start, follow, end
+
+
+FORBIDDEN = -10000.0  # added to a forbidden transition's score; finite, so no inf - inf in the sums
+
+
+@dataclass(frozen=True)
+class TagScores:
+    """Linear-chain scores over C tags: start (C,), transitions (C, C), i followed by j, and end (C,).
+
+    What decoding needs of a CRF: its learned scores with the scheme's forbidden transitions already
+    added (bertkit.crf.CRF.tag_scores), or the scheme's rules alone (`constraints`).
+    """
+
+    start: np.ndarray
+    transitions: np.ndarray
+    end: np.ndarray
+
+    @classmethod
+    def constraints(cls, labels: Sequence[str], scheme: str | None = None) -> TagScores:
+        """Gives no preference but the scheme's rules: decoding per-word log-probabilities under them gives the
+        most probable tag sequence the scheme allows."""
+        start_ok, follow_ok, end_ok = allowed_transitions(labels, scheme or scheme_of_labels(labels))
+        return cls(*((~ok).astype(np.float32) * FORBIDDEN for ok in (start_ok, follow_ok, end_ok)))
+
+    def viterbi(self, emissions: np.ndarray, lengths: Sequence[int]) -> list[list[int]]:
+        """Gives the best tag sequence of each row of `emissions` (B, T, C), as long as the row's length."""
+        em = np.asarray(emissions, dtype=np.float32)
+        B, T, _ = em.shape
+        live = np.arange(T)[None, :] < np.asarray(lengths)[:, None]  # (B, T)
+        score = self.start + em[:, 0]  # (B, C)
+        back = np.zeros((B, max(T - 1, 0), em.shape[2]), dtype=np.int64)
+        for t in range(1, T):
+            candidates = score[:, :, None] + self.transitions[None]  # (B, C previous, C next)
+            back[:, t - 1] = candidates.argmax(1)
+            score = np.where(live[:, t, None], candidates.max(1) + em[:, t], score)
+        last = (score + self.end).argmax(1)
+        paths = []
+        for b, n in enumerate(lengths):
+            path = [int(last[b])] if n else []
+            for t in range(n - 1, 0, -1):
+                path.append(int(back[b, t - 1, path[-1]]))
+            paths.append(path[::-1])
+        return paths

@@ -242,7 +242,7 @@ def _compare(src: Path, out: Path, task: str, cfg: DemoSettings) -> dict[str, An
     data = t.read(_task_files(src, out, task, cfg)[1])
     scores, predictions = {}, {}
     for init, run in runs.items():
-        scores[init], predictions[init] = evaluate_task(run.model, t, t.featurize(data, run.tokenizer, run.label2id))
+        scores[init], predictions[init] = evaluate_task(run.backend, t, t.featurize(data, run.tokenizer, run.label2id))
     low, high = paired_bootstrap(t, data, predictions["scratch"], predictions["pretrained"], t.main_metric,
                                  resamples=BOOTSTRAP, seed=cfg.seed)
     return {"metric": t.main_metric, "scratch": scores["scratch"][t.main_metric],

@@ -4,14 +4,15 @@
     train, dev = task.read(train_path), task.read(dev_path)
     labels = task.labels(train)
     label2id = {label: i for i, label in enumerate(labels)}
-    model = task.model_class(config.with_labels(labels, task.problem_type))
+    model = MODEL_CLASSES[task.architecture](config.with_labels(labels, task.problem_type))   # bertkit.heads
     features = task.featurize(dev, tok, label2id)    # rows of ints + what decoding needs
     batches = [features.rows[i:i + 32] for i in range(0, len(features), 32)]
-    outputs = [model(**task.collate(b, tok.pad_token_id)) for b in batches]   # in feature order
+    outputs = [model(**to_tensors(task.collate(b, tok.pad_token_id))) for b in batches]   # in feature order
     predictions = task.decode(features, outputs)      # one per example
     scores = task.score(dev, predictions)             # {"accuracy": ..., "f1": ...}, percent
 
-Each task module reads its own formats (`read_table`/`read_jsonl`, `read_squad`, `read_conll`, all
+Nothing here imports torch: batches are numpy arrays, decoding reads numpy logits, so that an exported
+model predicts without it (bertkit.runtime). Each task module reads its own formats (`read_table`/`read_jsonl`, `read_squad`, `read_conll`, all
 exported here); read reports (`dataset.report.summary()`) say what each skipped or fixed and where.
 """
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-import torch
 
 from ..config import IGNORE
 from ..fileio import ReadReport
@@ -70,7 +69,7 @@ class Features:
     def lengths(self) -> np.ndarray:
         return np.fromiter((len(r["input_ids"]) for r in self.rows), dtype=np.int64, count=len(self.rows))
 
-    def collate(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    def collate(self, rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
         """Gives the batch for the model: `pad_rows` with this tokenizer's [PAD] id."""
         return pad_rows(rows, self.pad_token_id)
 
@@ -83,7 +82,7 @@ class Task(Protocol):
     """
 
     name: str  # "classify" | "pair" | "qa" | "ner"
-    model_class: type  # the bertkit model to fine-tune
+    architecture: str  # the model class to fine-tune, by its name in bertkit and transformers (bertkit.heads)
     main_metric: str  # the key of `score` that picks the best checkpoint
     problem_type: str | None  # for BertConfig.with_labels: "regression" or None
     outputs: tuple[str, ...]  # the model outputs `decode` reads, by their names on the model's output
@@ -96,7 +95,7 @@ class Task(Protocol):
     def read(self, path: str | Path, **fmt: Any) -> Dataset: ...
     def labels(self, train: Dataset) -> list[str]: ...
     def featurize(self, data: Dataset, tok: Any, label2id: dict[str, int] | None, **opts: Any) -> Features: ...
-    def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, torch.Tensor]: ...
+    def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, np.ndarray]: ...
     def decode(self, features: Features, outputs: Any, **opts: Any) -> list[Any]: ...
     def score(self, data: Dataset, predictions: Sequence[Any]) -> dict[str, float]: ...
     def prediction_json(self, prediction: Any) -> dict[str, Any]: ...
@@ -110,15 +109,16 @@ class Task(Protocol):
 _PAD_VALUES = {"input_ids": None, "token_type_ids": 0, "labels": IGNORE}  # None: the tokenizer's [PAD] id
 
 
-def pad_rows(rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
-    """Gives int64 tensors padded to the longest row, plus attention_mask; scalars stack as they are.
+def pad_rows(rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, np.ndarray]:
+    """Gives int64 arrays padded to the longest row, plus attention_mask; scalars stack as they are.
 
     A row's list fields (input_ids, token_type_ids, per-token labels) share one length; scalar fields
-    (a class label, start/end positions) become a (B,) tensor, float when the values are floats.
+    (a class label, start/end positions) become a (B,) array, float32 when the values are floats.
+    Numpy, so that inference runs without torch (bertkit.runtime); training makes tensors of it.
     """
     lengths = [len(r["input_ids"]) for r in rows]
     B, T = len(rows), max(lengths)
-    batch: dict[str, torch.Tensor] = {}
+    batch: dict[str, np.ndarray] = {}
     mask = np.zeros((B, T), dtype=np.int64)
     for i, n in enumerate(lengths):
         mask[i, :n] = 1
@@ -129,12 +129,10 @@ def pad_rows(rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, tor
             out = np.full((B, T), pad_token_id if pad is None else pad, dtype=np.int64)
             for i, v in enumerate(values):
                 out[i, : len(v)] = v
-            batch[key] = torch.from_numpy(out)
-        elif isinstance(values[0], float):
-            batch[key] = torch.tensor(values, dtype=torch.float32)
+            batch[key] = out
         else:
-            batch[key] = torch.tensor(values, dtype=torch.int64)
-    batch["attention_mask"] = torch.from_numpy(mask)
+            batch[key] = np.asarray(values, dtype=np.float32 if isinstance(values[0], float) else np.int64)
+    batch["attention_mask"] = mask
     return batch
 
 
@@ -143,7 +141,7 @@ def pad_rows(rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, tor
 
 
 def _as_numpy(x: Any) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
+    if hasattr(x, "detach"):  # a torch tensor, told without importing torch
         return x.detach().float().cpu().numpy()
     return np.asarray(x, dtype=np.float32)
 
@@ -162,7 +160,7 @@ def output_batches(outputs: Any, names: Sequence[str]) -> list[tuple[np.ndarray,
             arrays = tuple(b[n] for n in names)
         elif isinstance(b, tuple):
             arrays = b
-        elif isinstance(b, (np.ndarray, torch.Tensor)):
+        elif isinstance(b, np.ndarray) or hasattr(b, "detach"):
             arrays = (b,)
         else:
             arrays = tuple(getattr(b, n) for n in names)

@@ -13,10 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..errors import BertkitError
-from ..heads import BertForSequenceClassification
 from .base import Dataset, Features, ReadReport, natural_sorted, output_batches, pad_rows
 from .metrics import classification_scores, regression_scores
 from .readers import BadRows, bad_row, read_text, text_lines
@@ -64,7 +62,7 @@ class ClassifyTask:
     regression: bool = False
     main_metric: str = ""
     max_seq_length: int = 128
-    model_class: type = BertForSequenceClassification
+    architecture: str = "BertForSequenceClassification"
     outputs: tuple[str, ...] = ("logits",)
     per_token: bool = False
     per_token_loss: bool = False
@@ -142,7 +140,7 @@ class ClassifyTask:
             out.append(label2id[e.label])
         return out
 
-    def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
+    def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, np.ndarray]:
         """Gives input_ids, token_type_ids, attention_mask (+ labels), padded to the longest row."""
         return pad_rows(rows, pad_token_id)
 

@@ -22,15 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..config import IGNORE
-from ..crf import CRF
 from ..errors import BertkitError
-from ..heads import BertForTokenClassification
 from ..schemes import (
     SCHEMES,
     Entity,
+    TagScores,
     check_tag,
     convert,
     detect_scheme,
@@ -118,7 +116,7 @@ class NERTask:
     constrained: bool = False
     crf: bool = False
     main_metric: str = "f1"
-    model_class: type = BertForTokenClassification
+    architecture: str = "BertForTokenClassification"
     problem_type: str | None = None
     outputs: tuple[str, ...] = ("logits",)
     per_token: bool = True
@@ -201,20 +199,20 @@ class NERTask:
             raise BertkitError(f"{data.source} line {e.line + k}: tag {tag!r} is not one of "
                                f"{sorted(label2id, key=label2id.__getitem__)} (the tags seen in training)") from None
 
-    def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
+    def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, np.ndarray]:
         """Gives input_ids, token_type_ids, attention_mask (+ labels, -100 on padding), padded."""
         return pad_rows(rows, pad_token_id)
 
-    def decode(self, features: NERFeatures, outputs: Any, *, crf: CRF | None = None) -> list[TagPrediction]:
-        """Gives each sentence's word tags from the (rows, tokens, labels) logits: Viterbi with `crf`, the
-        best sequence the scheme allows (`constrained`), or each word's argmax."""
+    def decode(self, features: NERFeatures, outputs: Any, *, crf: TagScores | None = None) -> list[TagPrediction]:
+        """Gives each sentence's word tags from the (rows, tokens, labels) logits: Viterbi under a CRF's scores
+        (`crf`, from `CRF.tag_scores`), the best sequence the scheme allows (`constrained`), or each word's argmax."""
         rows = output_rows(outputs, ("logits",), features.lengths)
         per_row = [logits[pos] for (logits,), pos in zip(rows, features.positions, strict=True)]  # (words, C)
         if crf is not None:
             ids = _viterbi(crf, per_row)
         elif self.constrained:
             log_probs = [x - np.logaddexp.reduce(x, axis=-1, keepdims=True) for x in per_row]  # (words, C)
-            ids = _viterbi(CRF.constraints(features.labels, features.scheme), log_probs)
+            ids = _viterbi(TagScores.constraints(features.labels, features.scheme), log_probs)
         else:
             ids = [x.argmax(-1) if len(x) else np.zeros(0, np.int64) for x in per_row]
         names = np.asarray(features.labels, dtype=object)
@@ -249,9 +247,10 @@ class NERTask:
                           "word_start": a, "word_end": b})
         return {"text": text, "words": list(e.words), "tags": prediction.tags, "entities": found}
 
-    def inputs_from_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, *,
+    def inputs_from_texts(self, texts: Sequence[str | Sequence[str]], pairs: Sequence[str] | None = None, *,
                           split: str = "auto", normalize: str | None = None) -> Dataset:
-        """Gives untagged sentences from user text: split into words (English) or characters (Chinese).
+        """Gives untagged sentences from user text: split into words (English) or characters (Chinese), or
+        given as words already (a list of strings: the text is the words joined by spaces).
 
         `split` is "auto" (characters when the text holds CJK ideographs), "whitespace" or "chars";
         `normalize="NFKC"` normalizes each word as `read(..., normalize="NFKC")` did for training,
@@ -261,7 +260,12 @@ class NERTask:
             raise BertkitError("NER takes single texts, not pairs")
         examples = []
         for i, text in enumerate(texts):
-            words, spans = words_of(text, split)
+            if isinstance(text, str):
+                words, spans = words_of(text, split)
+            else:
+                words, text = tuple(text), " ".join(text)
+                ends = np.cumsum([len(w) + 1 for w in words]) - 1
+                spans = tuple((int(end) - len(w), int(end)) for w, end in zip(words, ends, strict=True))
             if normalize:
                 words = tuple(unicodedata.normalize(normalize, w) for w in words)
             examples.append(TagExample(words, None, i + 1, text, spans))
@@ -305,18 +309,15 @@ def _owners(spans: list[tuple[int, int]], word_starts: np.ndarray) -> np.ndarray
     return score.argmax(0)
 
 
-def _viterbi(crf: CRF, per_row: list[np.ndarray]) -> list[list[int]]:
-    """Gives the CRF's best tag ids for each row's word-level logits, rows decoded as one padded batch."""
+def _viterbi(scores: TagScores, per_row: list[np.ndarray]) -> list[list[int]]:
+    """Gives the best tag ids for each row's word-level logits, rows decoded as one padded batch."""
     W = max((len(x) for x in per_row), default=0)
     if W == 0:
         return [[] for _ in per_row]
-    em = np.zeros((len(per_row), W, crf.num_tags), np.float32)
-    mask = np.zeros((len(per_row), W), bool)
+    em = np.zeros((len(per_row), W, len(scores.start)), np.float32)
     for r, x in enumerate(per_row):
         em[r, : len(x)] = x
-        mask[r, : len(x)] = True
-    device = crf.transitions.device
-    return crf.decode(torch.from_numpy(em).to(device), torch.from_numpy(mask).to(device))
+    return scores.viterbi(em, [len(x) for x in per_row])
 
 
 # ---- reading CoNLL files, splitting user text ---------------------------------------------------------

@@ -23,10 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..errors import BertkitError
-from ..heads import BertForQuestionAnswering
 from ..text import has_cjk
 from .base import Dataset, Features, ReadReport, output_rows, pad_rows
 from .metrics import cmrc_scores, squad_scores
@@ -121,7 +119,7 @@ class QATask:
     null_score_diff_threshold: float = 0.0
     version_2: bool | None = None
     language: str = "auto"
-    model_class: type = BertForQuestionAnswering
+    architecture: str = "BertForQuestionAnswering"
     problem_type: str | None = None
     outputs: tuple[str, ...] = ("start_logits", "end_logits")
     per_token: bool = True
@@ -189,7 +187,7 @@ class QATask:
             context_of=context_of, token_offsets=token_offsets, version_2=version_2,
         )  # fmt: skip
 
-    def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
+    def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, np.ndarray]:
         """Gives input_ids, token_type_ids, attention_mask (+ start_positions, end_positions), padded."""
         return pad_rows(rows, pad_token_id)
 

@@ -1,0 +1,56 @@
+"""Model folders, read without loading a model: what a folder holds and what it was fine-tuned for.
+
+A model folder has Hugging Face's layout: `config.json` (which names the model class), the weights
+(`model.safetensors` or `pytorch_model.bin`) or, once exported, `model.onnx` (bertkit.export), the
+tokenizer files, and for a fine-tuned model `bertkit_task.json`: the task, its labels and options.
+Nothing here imports torch, so that an exported model serves without it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import BertkitError
+
+TASK_FILE = "bertkit_task.json"  # written beside config.json by `bertkit finetune`: what a model was fine-tuned for
+ONNX_NAME = "model.onnx"  # written by `bertkit export`
+
+
+def check_model_folder(directory: str | Path) -> Path:
+    """Gives `directory` as a Path if it is a folder; else a BertkitError saying what it is instead."""
+    directory = Path(directory)
+    if directory.is_file():
+        raise BertkitError(f"{directory}: is a file, not a model folder")
+    if not directory.is_dir():
+        raise BertkitError(f"{directory}: no such model folder")
+    return directory
+
+
+def architecture_of(directory: str | Path) -> str | None:
+    """Gives the model class named in a folder's config.json ("BertForPreTraining", ...), if any."""
+    path = check_model_folder(directory) / "config.json"
+    if not path.is_file():
+        raise BertkitError(f"{directory}: no config.json (is this a model folder?)")
+    try:
+        names = json.loads(path.read_text(encoding="utf-8")).get("architectures") or [None]
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as e:
+        raise BertkitError(f"{path}: not a valid config ({e})") from None
+    return names[0]
+
+
+def read_task_file(model_dir: Path) -> dict[str, Any]:
+    path = check_model_folder(model_dir) / TASK_FILE
+    if not path.is_file():
+        kind = architecture_of(model_dir)
+        raise BertkitError(f"{model_dir}: no {TASK_FILE}: this {kind or 'model'} was not fine-tuned by `bertkit finetune`")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise BertkitError(f"{path}: not valid JSON ({e})") from None
+
+
+def is_exported(directory: str | Path) -> bool:
+    """Tells whether a model folder holds an exported model (model.onnx) rather than PyTorch weights."""
+    return (Path(directory) / ONNX_NAME).is_file()
