@@ -24,3 +24,59 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"needs the shared data sets at {SHARED_DATA.resolve()} (absent here)")
     return SHARED_DATA
+
+
+FAMILIES = ("classify", "pair", "regression", "qa", "ner", "ner-crf", "ner-constrained")
+
+
+@pytest.fixture(scope="session")
+def task_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Tiny models of every task family (and a pre-trained encoder, "encoder"), each a complete model folder
+    with its task file, as `bertkit finetune` writes it; a vocabulary learnt from the package's demo text.
+    The heads' weights are scaled up, so that predictions are decisive (no near-ties between labels)."""
+    import json
+
+    import torch
+
+    import bertkit
+    from bertkit import BertConfig, Tokenizer
+    from bertkit.demo.run import data_dir
+
+    root = tmp_path_factory.mktemp("task-models")
+    torch.manual_seed(0)  # the CRF's transitions start random at construction
+    lines = (data_dir("en") / "classify" / "train.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    tok = Tokenizer.train([line.split("\t")[0] for line in lines], 2000)
+    base = BertConfig.preset("tiny", vocab_size=tok.vocab_size)
+    tags = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    specs = {  # name: (model, task, labels, task options)
+        "encoder": (bertkit.BertForPreTraining(base), None, None, {}),
+        "classify": (bertkit.BertForSequenceClassification(base.with_labels(["emma", "moby", "thursday"])), "classify",
+                     ["emma", "moby", "thursday"], {}),
+        "pair": (bertkit.BertForSequenceClassification(base.with_labels(["entailment", "not_entailment"])), "pair",
+                 ["entailment", "not_entailment"], {}),
+        "regression": (bertkit.BertForSequenceClassification(base.with_labels(["score"], "regression")), "pair",
+                       ["score"], {"regression": True}),
+        "qa": (bertkit.BertForQuestionAnswering(base.with_labels(["start", "end"])), "qa", ["start", "end"],
+               {"max_seq_length": 64, "doc_stride": 16}),
+        "ner": (bertkit.BertForTokenClassification(base.with_labels(tags)), "ner", tags, {}),
+        "ner-crf": (bertkit.BertForTokenClassification(base.with_labels(tags).replace(crf=True)), "ner", tags,
+                    {"crf": True}),
+        "ner-constrained": (bertkit.BertForTokenClassification(base.with_labels(tags)), "ner", tags, {"constrained": True}),
+    }  # fmt: skip
+    folders = {}
+    for seed, (name, (model, task, labels, options)) in enumerate(specs.items()):
+        torch.manual_seed(seed)
+        model.init_weights()
+        with torch.no_grad():
+            for part in ("classifier", "qa_outputs"):
+                if hasattr(model, part):
+                    for p in getattr(model, part).parameters():
+                        p.mul_(40.0)
+        folder = root / name
+        model.save_pretrained(folder)
+        tok.save_pretrained(folder)
+        if task is not None:
+            meta = {"task": task, "labels": labels, "task_options": options, "input_options": {}}
+            (folder / "bertkit_task.json").write_text(json.dumps(meta), encoding="utf-8")
+        folders[name] = folder
+    return folders

@@ -11,7 +11,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .errors import BertkitError
 
@@ -44,18 +44,42 @@ def cmd_vocab(args: argparse.Namespace) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> None:
+    from .config import BertConfig
+    from .folders import architecture_of, is_exported
+
+    if is_exported(args.model):  # no weights to count: the config, and what the export recorded
+        print(f"{args.model}: {architecture_of(args.model)}, exported (model.onnx)")
+        _print_config(BertConfig.load(args.model))
+        record = args.model / "export.json"
+        if record.is_file():
+            print("export:")
+            for key, value in json.loads(record.read_text(encoding="utf-8")).items():
+                print(f"  {key:30} {value}")
+        return
     from .heads import load_model, parameter_counts
 
     model = load_model(args.model)
-    cfg = model.config
     print(f"{args.model}: {type(model).__name__}")
-    for key, value in cfg.to_dict().items():
-        if key not in ("model_type", "architectures", "label2id", "tie_word_embeddings", "position_embedding_type"):
-            print(f"  {key:30} {value}")
+    _print_config(model.config)
     print("parameters:")
     counts = parameter_counts(model)
     for part, n in counts.items():
         print(f"  {part:30} {n:>14,}")
+
+
+def _print_config(cfg: Any) -> None:
+    for key, value in cfg.to_dict().items():
+        if key not in ("model_type", "architectures", "label2id", "tie_word_embeddings", "position_embedding_type"):
+            print(f"  {key:30} {value}")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from .export import export
+
+    record = export(args.model, args.out, quantize=args.quantize, opset=args.opset)
+    size = (args.out / "model.onnx").stat().st_size / 2**20
+    print(f"wrote {args.out}/model.onnx ({size:.1f} MiB, {record['quantize'] or 'fp32'}, outputs "
+          f"{', '.join(record['outputs'])}; largest difference from PyTorch {record['max_abs_diff']:.2g})")
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
@@ -193,6 +217,14 @@ def cmd_predict(args: argparse.Namespace) -> None:
     texts = [t for t in texts if t.strip()] if pairs is None else texts
     for row in pipe(texts, pairs):
         print(json.dumps(row, ensure_ascii=False))
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from .serve import ServeSettings, serve
+
+    serve(ServeSettings(model=args.model, host=args.host, port=args.port, max_batch_size=args.max_batch_size,
+                        max_wait_ms=args.max_wait_ms, max_inputs=args.max_inputs, max_body_bytes=args.max_body_bytes,
+                        device=args.device, precision=args.precision))
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -340,15 +372,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inference_options(p)
     p.set_defaults(func=cmd_predict)
 
+    p = sub.add_parser("serve", help="a fine-tuned model behind HTTP, with dynamic batching",
+                       description="Serve a fine-tuned model folder (PyTorch or exported) over HTTP: POST /v1/predict "
+                                   '{"inputs": [...]}, GET /v1/model, /health, /metrics. Concurrent requests are '
+                                   "batched together. SIGTERM drains the requests in flight, then exits 0.")
+    p.add_argument("--model", required=True, type=Path, help="model folder from `bertkit finetune` or `bertkit export`")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-batch-size", type=int, default=32, help="inputs per forward pass (default 32)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to batch with (default 5)")
+    p.add_argument("--max-inputs", type=int, default=256, help="inputs per request, at most (default 256)")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request body size, at most (default 1 MiB)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.set_defaults(func=cmd_serve)
+
     p = sub.add_parser("plot", help="draw a run's curves to a PNG", description="Draw RUN/log.jsonl to RUN/curves.png.")
     p.add_argument("run", type=Path, help="run folder")
     p.add_argument("--out", type=Path, help="PNG path (default RUN/curves.png)")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("info", help="a model folder's config and parameter counts by part",
-                       description="Print a model folder's config and its parameter counts by part.")
-    p.add_argument("model", type=Path, help="model folder (config.json + model.safetensors)")
+                       description="Print a model folder's config and its parameter counts by part (or, exported, "
+                                   "what the export recorded).")
+    p.add_argument("model", type=Path, help="model folder (config.json + model.safetensors, or model.onnx)")
     p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("export", help="a model folder -> ONNX for onnxruntime (int8 if asked)",
+                       description="Export a fine-tuned model (or a pre-trained encoder) to OUT/model.onnx with its "
+                                   "config, tokenizer and task: a model folder that predict, evaluate and serve take, "
+                                   "run by onnxruntime without PyTorch.")
+    p.add_argument("--model", required=True, type=Path, help="model folder")
+    p.add_argument("--out", required=True, type=Path, help="output folder (replaced whole)")
+    p.add_argument("--quantize", choices=["int8"], help="int8 weights (onnxruntime's dynamic quantization, per channel)")
+    p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
+    p.set_defaults(func=cmd_export)
     return parser
 
 
