@@ -85,3 +85,24 @@ def test_using_a_model_does_not_load_the_training_loop() -> None:
     assert "'bertkit.predict'" in loaded and "'bertkit.tasks'" in loaded
     for training in ("bertkit.train", "bertkit.finetune", "bertkit.pretrain", "bertkit.pretraining", "bertkit.checkpoint"):
         assert f"'{training}'" not in loaded, training
+
+
+def test_the_readme_package_map_is_the_import_order() -> None:
+    """README's "Package map" lists the modules top to bottom; none imports from a row below its own."""
+    import re
+
+    readme = (SRC.parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("### Package map") :].split("\n\n")[2]
+    row_of = {}
+    for i, line in enumerate(line for line in table.splitlines() if line.startswith("| `")):
+        for name in re.findall(r"`([a-z_]+)/?`", line.split("|")[1]):
+            row_of[f"bertkit.{name}"] = i
+    graph = import_graph()
+
+    def row(module: str) -> int | None:
+        return row_of.get(".".join(module.split(".")[:2]))
+
+    listed = {m for m in graph if m not in ("bertkit", "bertkit.__main__")}
+    assert {m for m in listed if row(m) is None} == set(), "modules missing from the map"
+    upward = [(m, d) for m in listed for d in graph[m] if d != "bertkit" and row(d) > row(m)]  # type: ignore[operator]
+    assert upward == []

@@ -198,14 +198,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
     from .predict import pipeline
 
     pipe = pipeline(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size)
-    if args.text:
-        texts = args.text
-    elif args.file:
-        if not args.file.is_file():
-            raise BertkitError(f"{args.file}: no such file")
-        texts = args.file.read_text(encoding="utf-8").splitlines()
-    else:
-        texts = [line.rstrip("\n") for line in sys.stdin]
+    texts = _texts(args)
     pairs = None
     if args.pair is not None:
         pairs = args.pair * len(texts) if len(args.pair) == 1 else args.pair
@@ -217,6 +210,61 @@ def cmd_predict(args: argparse.Namespace) -> None:
     texts = [t for t in texts if t.strip()] if pairs is None else texts
     for row in pipe(texts, pairs):
         print(json.dumps(row, ensure_ascii=False))
+
+
+def _texts(args: argparse.Namespace) -> list[str]:
+    """The inputs of a command: its TEXT arguments, else the lines of --file, else of stdin."""
+    if args.text:
+        return list(args.text)
+    if args.file:
+        if not args.file.is_file():
+            raise BertkitError(f"{args.file}: no such file")
+        return args.file.read_text(encoding="utf-8").splitlines()
+    return [line.rstrip("\n") for line in sys.stdin]
+
+
+def cmd_fill_mask(args: argparse.Namespace) -> None:
+    from .fillmask import FillMask
+
+    texts = [t for t in _texts(args) if t.strip()]
+    for row in FillMask(args.model, top_k=args.top_k, device=args.device)(texts):
+        print(json.dumps(row, ensure_ascii=False))
+
+
+def cmd_embed(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from .embed import Embedder
+
+    texts = [t for t in _texts(args) if t.strip()]
+    vectors = Embedder(args.model, pooling=args.pooling, normalize=args.normalize, batch_size=args.batch_size,
+                       device=args.device)(texts, progress=args.out is not None)
+    if args.out is not None:
+        from .fileio import atomic_write
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as f:
+                np.save(f, vectors)
+
+        atomic_write(args.out, write)
+        print(f"wrote {args.out}: {vectors.shape[0]} x {vectors.shape[1]} float32 ({args.pooling} pooling)")
+        return
+    for text, vector in zip(texts, vectors, strict=True):
+        print(json.dumps({"text": text, "embedding": [round(float(x), 6) for x in vector]}, ensure_ascii=False))
+
+
+def cmd_attention(args: argparse.Namespace) -> None:
+    from .attention import plot_attention
+
+    print(plot_attention(args.model, args.text, args.pair, args.out, layer=args.layer, head=args.head))
+
+
+def cmd_mask(args: argparse.Namespace) -> None:
+    from .masking import format_masking, show_masking
+
+    shown = show_masking(args.vocab, args.text, args.pair, whole_word_masking=args.whole_word_masking, seed=args.seed,
+                         epoch=args.epoch, index=args.index)
+    print(json.dumps(shown, ensure_ascii=False) if args.json else format_masking(shown))
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -371,6 +419,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", type=Path, help="a file of inputs, one per line")
     _add_inference_options(p)
     p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("fill-mask", help="what a pre-trained model guesses for [MASK] (JSON lines)",
+                       description="The most probable tokens at each [MASK] of each text: the task BERT is pre-trained on.")
+    p.add_argument("--model", required=True, type=Path, help="a pre-trained model folder (with its masked-LM head)")
+    p.add_argument("text", nargs="*", help="texts with [MASK] (default: --file, or lines of stdin)")
+    p.add_argument("--file", type=Path, help="a file of texts, one per line")
+    p.add_argument("--top-k", type=int, default=5, help="tokens per mask (default 5)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.set_defaults(func=cmd_fill_mask)
+
+    p = sub.add_parser("embed", help="sentence embeddings (JSON lines, or .npy)",
+                       description="One vector per text from a model's encoder, in length-sorted batches.")
+    p.add_argument("--model", required=True, type=Path, help="any model folder (its encoder), or an exported encoder")
+    p.add_argument("text", nargs="*", help="texts (default: --file, or lines of stdin)")
+    p.add_argument("--file", type=Path, help="a file of texts, one per line")
+    p.add_argument("--pooling", choices=["mean", "cls", "pooler"], default="mean",
+                   help="mean of the token vectors (default), the [CLS] vector, or the pooler's output")
+    p.add_argument("--normalize", action="store_true", help="unit length (dot product = cosine)")
+    p.add_argument("--out", type=Path, help="write all vectors to this .npy file instead of JSON lines")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.set_defaults(func=cmd_embed)
+
+    p = sub.add_parser("attention", help="draw a text's attention maps and input representation to a PNG",
+                       description="Every head's attention over one text (or one head, large), below the input "
+                                   "representation drawn as the paper's Figure 2.")
+    p.add_argument("--model", required=True, type=Path, help="any model folder")
+    p.add_argument("text", help="the text (segment A)")
+    p.add_argument("--pair", help="a second text (segment B)")
+    p.add_argument("--out", required=True, type=Path, help="PNG to write")
+    p.add_argument("--layer", type=int, help="draw one head large: its layer (from 0), with --head")
+    p.add_argument("--head", type=int, help="draw one head large: its number in the layer (from 0), with --layer")
+    p.set_defaults(func=cmd_attention)
+
+    p = sub.add_parser("mask", help="what pre-training's masking does to one input",
+                       description="Tokenize a text (and a pair) as prepare does and mask it as training does: the "
+                                   "15%% chosen, and which became [MASK], a random token, or stayed.")
+    p.add_argument("--vocab", required=True, type=Path, help="folder with vocab.txt (a vocabulary, data or model folder)")
+    p.add_argument("text", help="the text (segment A; split in two at a sentence boundary when no --pair)")
+    p.add_argument("--pair", help="segment B")
+    p.add_argument("--whole-word-masking", action="store_true", help="mask whole words (Chinese: jieba words)")
+    p.add_argument("--seed", type=int, default=12345, help="the pre-training seed (train.seed)")
+    p.add_argument("--epoch", type=int, default=0, help="the epoch: each draws new masks")
+    p.add_argument("--index", type=int, default=0, help="the instance's index in the data")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_mask)
 
     p = sub.add_parser("serve", help="a fine-tuned model behind HTTP, with dynamic batching",
                        description="Serve a fine-tuned model folder (PyTorch or exported) over HTTP: POST /v1/predict "

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
 from .config import BertConfig
@@ -122,6 +122,21 @@ def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
     except (SafetensorError, OSError, RuntimeError, KeyError, json.JSONDecodeError) as e:
         raise BertkitError(f"{directory}: cannot read the weights ({str(e).splitlines()[0]})") from None
     raise BertkitError(f"{directory}: no {WEIGHTS_NAME} or pytorch_model.bin (is this a model folder?)")
+
+
+def weight_names(directory: str | Path) -> set[str]:
+    """Gives the names of the weights in `directory` (Hugging Face's), reading no tensor where the format allows."""
+    directory = check_model_folder(directory)
+    single, index = directory / WEIGHTS_NAME, directory / f"{WEIGHTS_NAME}.index.json"
+    try:
+        if single.is_file():
+            with safe_open(single, framework="numpy") as f:
+                return set(f.keys())
+        if index.is_file():
+            return set(json.loads(index.read_text())["weight_map"])
+    except (SafetensorError, OSError, KeyError, json.JSONDecodeError) as e:
+        raise BertkitError(f"{directory}: cannot read the weights ({str(e).splitlines()[0]})") from None
+    return set(read_weights(directory))
 
 
 def check_vocab_fits(directory: Path, config: BertConfig) -> None:

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from .config import BertConfig
 from .errors import BertkitError
 from .folders import TASK_FILE, architecture_of, read_task_file
-from .runtime import Backend, TorchBackend, load_backend
+from .runtime import Backend, TorchBackend, batches, load_backend
 from .tasks import Features, Task, get_task
 from .tokenizer import Tokenizer
 
@@ -60,22 +60,6 @@ def infer(model: Any, task: Task, features: Features, batch_size: int = 64, prec
             else:
                 result[name][idx] = x
     return result
-
-
-def batches(lengths: np.ndarray, batch_size: int, pads: bool) -> list[np.ndarray]:
-    """Gives the row indices of each batch: rows longest first, `batch_size` at most. Where the backend computes
-    every padded position (onnxruntime), a batch also ends before a row shorter than 3/4 of its first, so that
-    padding costs at most a third more than the real tokens."""
-    order = np.argsort(-lengths, kind="stable")
-    out: list[np.ndarray] = []
-    lo = 0
-    while lo < len(order):
-        hi = min(lo + batch_size, len(order))
-        if pads:
-            hi = lo + 1 + int(np.searchsorted(-lengths[order[lo + 1 : hi]], -0.75 * lengths[order[lo]], side="right"))
-        out.append(order[lo:hi])
-        lo = hi
-    return out
 
 
 def evaluate_task(model: Any, task: Task, features: Features, batch_size: int = 64, precision: str = "fp32",
@@ -144,6 +128,18 @@ class Pipeline:
         return {"file": str(path), "examples": len(data), "skipped": data.report.total_skipped, **scores}
 
 
-def pipeline(model_dir: str | Path, **options: Any) -> Pipeline:
-    """Gives a Pipeline for a model folder written by `bertkit finetune`."""
-    return Pipeline(model_dir, **options)
+def pipeline(model_dir: str | Path, task: str | None = None, **options: Any) -> Any:
+    """Gives what runs a model folder: a `Pipeline` for one from `bertkit finetune` (or `bertkit export`);
+    with task="fill-mask", a `bertkit.fillmask.FillMask` on a pre-trained one; with task="embed", a
+    `bertkit.embed.Embedder` on any."""
+    if task in (None, "predict"):
+        return Pipeline(model_dir, **options)
+    if task == "fill-mask":
+        from .fillmask import FillMask
+
+        return FillMask(model_dir, **options)
+    if task == "embed":
+        from .embed import Embedder
+
+        return Embedder(model_dir, **options)
+    raise BertkitError(f"task {task!r} is not one of fill-mask, embed (or none: a fine-tuned model's own task)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,8 @@ def _splitmix(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def _instance_key(seed: int, epoch: int, index: int) -> int:
+def instance_key(seed: int, epoch: int, index: int) -> int:
+    """Gives the 64-bit key all of an instance's mask draws come from: a hash of (seed, epoch, index)."""
     return _splitmix(_splitmix(_splitmix(seed & _M64) ^ (epoch & _M64)) ^ (index & _M64))
 
 
@@ -93,6 +95,45 @@ def _whole_word_choice(h: np.ndarray, starts: np.ndarray, specials: list[int], k
     return np.flatnonzero(chosen[group])
 
 
+@dataclass(frozen=True)
+class DynamicMasking:
+    """Google's masking rule, its random numbers from a hash: what training draws for an instance in an epoch.
+
+    `bertkit mask` shows one input through this same code (bertkit.masking).
+    """
+
+    masked_lm_prob: float
+    max_predictions: int
+    vocab_size: int
+    mask_id: int
+
+    def apply(self, ids: np.ndarray, len_a: int, key: int, word_starts: np.ndarray | None = None) -> np.ndarray:
+        """Masks `ids` ([CLS] A [SEP] B [SEP], int64) in place; gives the MLM labels (the original id where a token
+        is predicted, -100 elsewhere). `word_starts` (bool per token), for whole-word masking."""
+        n = len(ids)
+        k = min(self.max_predictions, max(1, round(n * self.masked_lm_prob)))
+        h = _position_hashes(key, np.arange(n, dtype=np.uint64) * np.uint64(_GOLDEN))  # (n,)
+        specials = [0, len_a - 1, n - 1]
+        if word_starts is not None:
+            chosen = _whole_word_choice(h, np.asarray(word_starts), specials, k)
+        else:
+            h[specials] = _MAX  # [CLS] and [SEP] are never chosen
+            chosen = np.argpartition(h, k - 1)[:k]
+        bits = h[chosen]  # (k,) the selection followed the high bits; the low 52 are still uniform
+        labels = np.full(n, IGNORE, dtype=np.int64)
+        labels[chosen] = ids[chosen]
+        # One 20-bit uniform per token decides Google's 80% [MASK] / 10% keep / 10% random token.
+        u = bits & _LOW20
+        ids[chosen[u < _P80]] = self.mask_id
+        replaced = u >= _P90
+        random_ids = (((bits >> _S20) & _LOW32) * np.uint64(self.vocab_size)) >> _S32  # uniform in [0, V)
+        ids[chosen[replaced]] = random_ids[replaced]
+        return labels
+
+
+# ---- reading prepared data --------------------------------------------------------------------------------
+
+
 class PretrainingData:
     """One split ("train" or "eval") of a prepared folder, memory-mapped: instances by index."""
 
@@ -126,10 +167,8 @@ class PretrainingData:
         special = self.meta["special_ids"]
         self.pad_id, self.cls_id, self.sep_id, self.mask_id = special["pad"], special["cls"], special["sep"], special["mask"]
         self.vocab_size = int(self.meta["vocab_size"])
-        self.masked_lm_prob = float(masking["masked_lm_prob"])
-        self.max_predictions = int(masking["max_predictions_per_seq"])
-        length = int(self.meta["max_seq_length"])
-        self._golden = np.arange(length, dtype=np.uint64) * np.uint64(_GOLDEN)  # (L,) wraps
+        self.masking = DynamicMasking(float(masking["masked_lm_prob"]), int(masking["max_predictions_per_seq"]),
+                                      self.vocab_size, self.mask_id)
         self._continuation: np.ndarray | None = None
         if self.whole_word and "word_starts" not in self._kinds:
             self._continuation = self._load_continuation()
@@ -207,33 +246,13 @@ class PretrainingData:
             labels = np.array(arrays["labels"][offset : offset + n], dtype=np.int64)
             labels[labels == 0] = IGNORE
         else:
-            labels = self._mask(ids, len_a, arrays, offset, _instance_key(seed, epoch, index))
+            word_starts = None
+            if self.whole_word:  # jieba's words, stored; or WordPiece's: a word starts where no "##" piece is
+                word_starts = (np.array(arrays["word_starts"][offset : offset + n]) if self._continuation is None
+                               else ~self._continuation[ids])  # fmt: skip
+            labels = self.masking.apply(ids, len_a, instance_key(seed, epoch, index), word_starts)
         return {"input_ids": ids, "token_type_ids": token_type_ids, "mlm_labels": labels,
                 "nsp_label": np.int64(random_next)}  # fmt: skip
-
-    def _mask(self, ids: np.ndarray, len_a: int, arrays: dict[str, np.ndarray], offset: int, key: int) -> np.ndarray:
-        """Masks `ids` in place (Google's rule, random bits from the hash); gives the MLM labels."""
-        n = len(ids)
-        k = min(self.max_predictions, max(1, round(n * self.masked_lm_prob)))
-        h = _position_hashes(key, self._golden[:n])  # (n,)
-        specials = [0, len_a - 1, n - 1]
-        if self.whole_word:
-            starts = (arrays["word_starts"][offset : offset + n] if self._continuation is None
-                      else ~self._continuation[ids])  # fmt: skip
-            chosen = _whole_word_choice(h, np.array(starts), specials, k)
-        else:
-            h[specials] = _MAX  # [CLS] and [SEP] are never chosen
-            chosen = np.argpartition(h, k - 1)[:k]
-        bits = h[chosen]  # (k,) the selection followed the high bits; the low 52 are still uniform
-        labels = np.full(n, IGNORE, dtype=np.int64)
-        labels[chosen] = ids[chosen]
-        # One 20-bit uniform per token decides Google's 80% [MASK] / 10% keep / 10% random token.
-        u = bits & _LOW20
-        ids[chosen[u < _P80]] = self.mask_id
-        replaced = u >= _P90
-        random_ids = (((bits >> _S20) & _LOW32) * np.uint64(self.vocab_size)) >> _S32  # uniform in [0, V)
-        ids[chosen[replaced]] = random_ids[replaced]
-        return labels
 
 
 def collate(examples: list[dict[str, np.ndarray]], pad_token_id: int = 0) -> dict[str, torch.Tensor]:

@@ -49,7 +49,7 @@ def _jieba_word_starts(sentence: str, offsets: list[tuple[int, int]]) -> list[in
     return [0 if inside[start] else 1 for start, _ in offsets]
 
 
-def _tokenize_sentences(
+def tokenize_sentences(
     sentences: list[str], tok: Tokenizer, vocab: Vocab, use_jieba: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Gives (flat ids, per-sentence lengths, flat word starts or None), tokenized in batches."""
@@ -89,7 +89,7 @@ def tokenize_documents(
         s = doc.sentences()
         sentences += s
         n_sentences[d] = len(s)
-    ids, lengths, ws = _tokenize_sentences(sentences, tok, vocab, use_jieba)
+    ids, lengths, ws = tokenize_sentences(sentences, tok, vocab, use_jieba)
     sentence_of = np.repeat(np.arange(len(lengths)), lengths)  # (T,)
     special = np.isin(ids, [vocab.cls_id, vocab.sep_id, vocab.mask_id, vocab.pad_id])
     n_special = int(special.sum())

@@ -191,7 +191,7 @@ class Instances:
         return len(self.a0)
 
 
-def _truncate_pair(a0: int, a1: int, b0: int, b1: int, max_num_tokens: int, rng: random.Random) -> tuple[int, ...]:
+def truncate_pair(a0: int, a1: int, b0: int, b1: int, max_num_tokens: int, rng: random.Random) -> tuple[int, ...]:
     """Google's truncate_seq_pair on spans: one token at a time off the longer segment, front or back."""
     while (a1 - a0) + (b1 - b0) > max_num_tokens:
         if a1 - a0 > b1 - b0:
@@ -282,7 +282,7 @@ def _instances_from_document(
             else:
                 is_random = 0
                 b0, b1 = doc[chunk_start + a_end][0], doc[i][1]
-            a0, a1, b0, b1 = _truncate_pair(a0, a1, b0, b1, max_num_tokens, rng)
+            a0, a1, b0, b1 = truncate_pair(a0, a1, b0, b1, max_num_tokens, rng)
             if settings.static_masking:
                 _static_masks(flat, (a0, a1, b0, b1), settings, vocab, rng, len(out), out)
             out.a0.append(a0)
