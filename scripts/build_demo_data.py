@@ -58,6 +58,8 @@ from pathlib import Path
 from string import Template
 from typing import TypeVar
 
+from demo_baselines import baselines  # beside this script
+
 from bertkit.schemes import entities
 from bertkit.tasks.qa import locate, whole_word
 
@@ -868,6 +870,18 @@ def readme(stats: dict[str, Stats]) -> str:
 # Main: write, or check
 
 
+def baselines_json(files: dict[str, bytes]) -> bytes:
+    """Gives baselines.json: the simple baselines' dev scores on the built files (scripts/demo_baselines.py)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data in files.items():
+            (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
+            (Path(tmp) / name).write_bytes(data)
+        _, scores = baselines(Path(tmp), content_words)
+    return (json.dumps(scores, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
 def _same(path: Path, data: bytes) -> bool:
     if not path.is_file():
         return False
@@ -886,11 +900,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="only print simple-model scores of the files in --out (scripts/demo_baselines.py)")
     args = parser.parse_args(argv)
     if args.baselines:
-        from demo_baselines import baselines  # beside this script
-
-        print("\n".join(baselines(args.out, content_words)))
+        print("\n".join(baselines(args.out, content_words)[0]))
         return 0
     files = build(args.shared)
+    files["baselines.json"] = baselines_json(files)
     present = {str(p.relative_to(args.out)) for p in args.out.rglob("*") if p.is_file()} if args.out.is_dir() else set()
     if args.check:
         wrong = sorted(name for name, data in files.items() if not _same(args.out / name, data))

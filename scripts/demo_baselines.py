@@ -5,7 +5,10 @@ bertkit's own readers and needs nothing beyond numpy.
 - classify: the majority class, and a bag-of-words softmax regression;
 - pair: the same, with the question's words marked, so the bag cannot see the overlap; and a
   regression on word-overlap features, which can;
+- qa: the context's sentence that shares the most content words with the question, as the answer;
 - ner: how many dev entities training never names, and a lookup of the training names.
+
+The build writes the scores to src/bertkit/data/baselines.json; the demo's report puts each beside its task.
 """
 
 from __future__ import annotations
@@ -18,25 +21,27 @@ from pathlib import Path
 
 import numpy as np
 
+from bertkit.corpus import split_sentences
 from bertkit.schemes import entities, to_tags
-from bertkit.tasks import Dataset, read_conll, read_table
-from bertkit.tasks.metrics import entity_report
+from bertkit.tasks import Dataset, read_conll, read_squad, read_table
+from bertkit.tasks.metrics import cmrc_scores, entity_report, squad_scores
 
 ContentWords = Callable[[str, bool], set[str]]  # (text, zh) -> the words that count as content
 
 
-def baselines(out: Path, content_words: ContentWords) -> list[str]:
-    """Gives report lines: majority and simple-model scores on the dev files of classify, pair and ner.
+def baselines(out: Path, content_words: ContentWords) -> tuple[list[str], dict[str, dict[str, dict]]]:
+    """Gives report lines and, per language and task, the simple baseline's score on the dev file.
 
     `content_words` is the build's notion of a content word, the one that chose the pair negatives.
     """
-    lines = []
+    lines, scores = [], {}
     for lang in ("en", "zh"):
         zh = lang == "zh"
         train, dev = (read_table(out / lang / "classify" / f"{s}.tsv") for s in ("train", "dev"))
         maj, bow = _bow_accuracy([(_words(e.text, zh), e.label) for e in train],
                                  [(_words(e.text, zh), e.label) for e in dev])
         lines.append(f"{lang} classify: majority {maj:.1f}%, bag-of-words logistic regression {bow:.1f}%")
+        scores[lang] = {"classify": _score("accuracy", "bag-of-words logistic regression", bow, maj)}
 
         train, dev = (read_table(out / lang / "pair" / f"{s}.tsv") for s in ("train", "dev"))
         maj, bow = _bow_accuracy([(_pair_words(e.text, e.pair, zh), e.label) for e in train],
@@ -47,12 +52,37 @@ def baselines(out: Path, content_words: ContentWords) -> list[str]:
         y_train = np.array([e.label == "entailment" for e in train], int)
         y_dev = np.array([e.label == "entailment" for e in dev], int)
         pred = _logistic_regression((x_train - mu) / sd, y_train, (x_dev - mu) / sd, 2, l2=0.0, steps=500)
+        overlap = 100 * float(np.mean(pred == y_dev))
         lines.append(f"{lang} pair: majority {maj:.1f}%, bag-of-words (question and sentence words, no "
-                     f"interaction) {bow:.1f}%, word-overlap logistic regression {100 * np.mean(pred == y_dev):.1f}%")
+                     f"interaction) {bow:.1f}%, word-overlap logistic regression {overlap:.1f}%")
+        scores[lang]["pair"] = _score("accuracy", "word-overlap logistic regression", overlap, maj)
+
+        qa = _qa_overlap(read_squad(out / lang / "qa" / "dev.json"), zh, content_words)
+        lines.append(f"{lang} qa: the sentence with the most question words as the answer, F1 {qa:.1f}")
+        scores[lang]["qa"] = _score("f1", "the context sentence sharing most words with the question", qa)
 
         train, dev = (read_conll(out / lang / "ner" / f"{s}.txt") for s in ("train", "dev"))
-        lines.append(f"{lang} ner: {_lexicon_f1(train, dev)}")
-    return lines
+        line, f1 = _lexicon_f1(train, dev)
+        lines.append(f"{lang} ner: {line}")
+        scores[lang]["ner"] = _score("f1", "train-lexicon lookup", f1)
+    return lines, scores
+
+
+def _score(metric: str, name: str, score: float, majority: float | None = None) -> dict:
+    return {"metric": metric, "baseline": name, "score": round(score, 1),
+            **({"majority": round(majority, 1)} if majority is not None else {})}
+
+
+def _qa_overlap(data: Dataset, zh: bool, content_words: ContentWords) -> float:
+    """Gives the F1 (SQuAD's, or CMRC 2018's for Chinese) of answering each question with the context sentence that
+    shares the most content words with it (the first of the best)."""
+    answers = []
+    for e in data:
+        words = content_words(e.question, zh)
+        sentences = split_sentences(e.context) or [e.context]
+        answers.append(max(sentences, key=lambda s: len(words & content_words(s, zh))))
+    golds = [e.gold_texts for e in data]
+    return (cmrc_scores if zh else squad_scores)(golds, answers)["f1"]
 
 
 def _words(text: str, zh: bool) -> list[str]:
@@ -114,7 +144,7 @@ def _bow_accuracy(train: list[tuple[list[str], str]], dev: list[tuple[list[str],
     return 100 * float(np.mean(y_dev == majority)), 100 * float(np.mean(pred == y_dev))
 
 
-def _lexicon_f1(train: Dataset, dev: Dataset) -> str:
+def _lexicon_f1(train: Dataset, dev: Dataset) -> tuple[str, float]:
     """Gives a line on a memorizing baseline: each dev entity string seen in train gets its train type."""
     seen: dict[tuple[str, ...], collections.Counter] = collections.defaultdict(collections.Counter)
     for sent in train:
@@ -137,4 +167,4 @@ def _lexicon_f1(train: Dataset, dev: Dataset) -> str:
     scores = entity_report([sent.tags for sent in dev], predicted)["overall"]
     n_gold = int(scores["support"])
     return (f"{n_gold} dev entities, {100 * unseen / n_gold:.1f}% never seen in train; train-lexicon lookup "
-            f"P {scores['precision']:.1f} R {scores['recall']:.1f} F1 {scores['f1']:.1f}")
+            f"P {scores['precision']:.1f} R {scores['recall']:.1f} F1 {scores['f1']:.1f}"), scores["f1"]

@@ -13,7 +13,10 @@ import bertkit
 from bertkit import BertConfig
 from bertkit.cli import build_parser, main
 
-COMMANDS = ["demo", "tokenize", "vocab", "prepare", "pretrain", "finetune", "evaluate", "predict", "plot", "info"]
+COMMANDS = [
+    "demo", "tokenize", "vocab", "prepare", "pretrain", "finetune", "evaluate", "predict", "plot", "info",
+    "export", "serve", "fill-mask", "embed", "attention", "mask",
+]
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:

@@ -27,7 +27,7 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
     stages = json.loads((out / "stages.json").read_text())
     assert list(stages) == ["vocabulary", "prepare", "pre-train", "from-scratch twin",
                             *[s for t in TASKS for s in (f"fine-tune {t} (pretrained)", f"fine-tune {t} (scratch)", f"compare {t}")],
-                            "predict"]
+                            "predict", "look inside"]
     # pre-training's time budget: 70% of the demo's 10 minutes, less what the vocabulary and prepare took (the smoke
     # run's 12 steps end first)
     pretraining = json.loads((out / "pretrain" / "config.json").read_text())["train"]
@@ -41,7 +41,22 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
             reported = stages[f"fine-tune {task} ({init})"]["result"]["dev"][compare["metric"]]
             assert compare[init] == pytest.approx(reported, abs=1e-6)
         assert compare["low"] <= compare["pretrained"] - compare["scratch"] <= compare["high"] or compare["low"] == compare["high"]
-    assert "| 95% interval of the gain |" in md
+    assert "| 95% interval of the gain | a simple baseline |" in md
+    # what the report shows: every example's input and expected answer beside both models' answers; a simple baseline
+    # for each task; the masked-word panel; an attention picture
+    from bertkit.demo.run import EXAMPLES, baselines, data_dir
+
+    for task in TASKS:
+        for text, _, expected in EXAMPLES[lang][task]:
+            assert text in md and f"| {expected} |" in md
+        assert f"{baselines(lang)[task]['score']:.1f} ({baselines(lang)[task]['baseline']})" in md
+    inside = stages["look inside"]["result"]
+    assert len(inside["fill_mask"]) == 4 and "## What pre-training learnt: the masked word" in md
+    dev = (data_dir(lang) / "classify" / "dev.tsv").read_text(encoding="utf-8").lower()
+    for row in inside["fill_mask"]:
+        assert row["masked"].count("[MASK]") == 1 and len(row["pretrained"]) == len(row["scratch"]) == 5
+        assert row["masked"].replace("[MASK]", row["word"]).lower() in dev  # a held-out sentence, one word masked
+    assert (out / "attention.png").stat().st_size > 10_000 and 'src="attention.png"' in html
 
     # an interrupted demo resumes: drop the last stages, run again, only they run
     for key in ("predict", "fine-tune ner (scratch)"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +66,11 @@ def plot_attention(model_dir: str | Path, text: str, pair: str | None, out: str 
     maps = attention_maps(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])[:, 0].numpy()  # (L, nh, T, T)
     tokens = tok.convert_ids_to_tokens(enc["input_ids"][0].tolist())
     segments = enc["token_type_ids"][0].tolist()
-    figure = _draw(maps, tokens, segments, layer, head, _font(tokens))
     path = Path(out)
-    atomic_write(path, lambda tmp: figure.savefig(tmp, dpi=110, format="png"))
+    with warnings.catch_warnings():  # one line says a Chinese font is missing (_font), not one per character
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        figure = _draw(maps, tokens, segments, layer, head, _font(tokens))
+        atomic_write(path, lambda tmp: figure.savefig(tmp, dpi=110, format="png"))
     import matplotlib.pyplot as plt
 
     plt.close(figure)

@@ -44,10 +44,13 @@ class FillMask:
         self.top_k, self.batch_size = top_k, batch_size
 
     def __call__(self, texts: str | Sequence[str], top_k: int | None = None) -> list[Any]:
-        """Gives, per text, the top-k tokens at its [MASK] (a list of lists where it has several)."""
+        """Gives, per text, the top-k tokens at its [MASK] (a list of lists where it has several); for one text
+        given as a string, its result alone."""
         import torch
 
-        texts = [texts] if isinstance(texts, str) else list(texts)
+        if isinstance(texts, str):
+            return self([texts], top_k)[0]
+        texts = list(texts)
         k = top_k or self.top_k
         tok, model = self.tokenizer, self.model
         limit = model.config.max_position_embeddings

@@ -30,8 +30,20 @@ def results_rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+INTRO = {  # what ten minutes on a laptop CPU buy, and why (docs/demo.md has the runs behind it)
+    "en": "What ten minutes of pre-training on a laptop CPU buy: clear gains where the words of one text carry the "
+          "answer, classifying a sentence by its book and tagging names, since masked-word prediction teaches which "
+          "words go together and in what order; none on sentence pairs and questions, which ask the model to match one "
+          "segment against the other, something minutes of masked words do not teach (both models stay at the answer "
+          "priors they memorize: docs/demo.md lists about twenty tries that did not change it). A tiny model trained for "
+          "minutes also sits below simple baselines on classification, pairs and QA: the last column says how far.",
+}
+INTRO["zh"] = INTRO["en"]
+
+
 def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str, dict[str, Any]],
-                 predictions: dict[str, Any], machine: dict[str, str], total_seconds: float) -> Path:
+                 predictions: dict[str, Any], inside: dict[str, Any], baselines: dict[str, Any],
+                 machine: dict[str, str], total_seconds: float) -> Path:
     """Writes report.md and report.html into `out`; gives the HTML's path."""
     rows = results_rows(results)
     plot_finetuning(out, [r["task"] for r in rows])
@@ -45,20 +57,25 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
         f"four tasks beside a randomly initialized twin (the same initialization, no pre-training). Pre-training wins on **{wins} of {len(rows)}** tasks; "
         f"on {clear} of them the 95% interval of the gain is above zero.",
         "",
-        "| task | metric | from scratch | pre-trained | gain | 95% interval of the gain |",
-        "|---|---|---:|---:|---:|---:|",
-        *[f"| {TASK_NAMES[r['task']]} | {r['metric']} | {r['scratch']:.1f} | {r['pretrained']:.1f} | {r['gain']:+.1f} | {_interval(r)} |"
-          for r in rows],
+        INTRO[cfg.lang],
+        "",
+        "| task | metric | from scratch | pre-trained | gain | 95% interval of the gain | a simple baseline |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *[f"| {TASK_NAMES[r['task']]} | {r['metric']} | {r['scratch']:.1f} | {r['pretrained']:.1f} | {r['gain']:+.1f} | "
+          f"{_interval(r)} | {_baseline(baselines.get(r['task']))} |" for r in rows],
         "",
         "Scores on the dev sets after the last epoch. The interval is a paired bootstrap over the dev examples (both "
         "models' predictions of the same resampled examples): how far another dev set of the same kind could move the "
-        "gain. It does not cover the randomness of training: a rerun moves the pre-trained model's scores by a few points.",
+        "gain. It does not cover the randomness of training: a rerun moves the pre-trained model's scores by a few points. "
+        "The baselines are measured on the same dev files when the data is built (scripts/demo_baselines.py).",
         "",
         f"Held-out masked-LM accuracy after pre-training: **{_pct(pre.get('mlm_acc'))}** (always guessing the most frequent "
         f"token: {_pct(pre.get('baseline'))}; with the words of each segment shuffled: {_pct(pre.get('shuffled'))}, "
         "the drop from the first is what the model reads from word order, beyond which words occur); "
         f"next-sentence accuracy {_pct(pre.get('nsp_acc'))}.",
         "",
+        *_fill_mask(inside.get("fill_mask", [])),
+        *_attention(inside.get("attention")),
         "## Pre-training",
         "",
         "![pre-training curves](pretrain.png)",
@@ -69,12 +86,13 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
         "",
         "## Predictions",
         "",
+        "The paper's examples where the built-in tasks allow them, with the answer a reader expects.",
+        "",
     ]
-    for task, by_init in predictions.items():
-        lines += [f"**{TASK_NAMES[task]}**", ""]
-        for init, preds in by_init.items():
-            for p in preds:
-                lines.append(f"- {init}: `{_brief(task, p)}`")
+    for task, shown in predictions.items():
+        lines += [f"**{TASK_NAMES[task]}**", "", "| input | expected | pre-trained | from scratch |", "|---|---|---|---|"]
+        lines += [f"| {_cell(_input(task, e))} | {_cell(e['expected'])} | {_cell(_brief(task, e['pretrained']))} | "
+                  f"{_cell(_brief(task, e['scratch']))} |" for e in shown]
         lines.append("")
     lines += ["## Timings", "", "| stage | seconds |", "|---|---:|",
               *[f"| {name} | {v['seconds']:.0f} |" for name, v in stages.items()],
@@ -85,6 +103,47 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
     atomic_write_text(out / "report.md", md)
     atomic_write_text(out / "report.html", _html(md, cfg.lang))
     return out / "report.html"
+
+
+def _fill_mask(panel: list[dict[str, Any]]) -> list[str]:
+    """The task pre-training is: guessing a masked word, pre-trained model beside its twin, on held-out sentences."""
+    if not panel:
+        return []
+    return ["## What pre-training learnt: the masked word", "",
+            "Held-out sentences (from the classification dev file, which pre-training never saw) with one word masked, "
+            "and each model's five likeliest tokens (`bertkit fill-mask`):", "",
+            "| sentence | the word | pre-trained | from scratch |", "|---|---|---|---|",
+            *[f"| {_cell(p['masked'])} | `{_cell(p['word'])}` | {_tokens(p['pretrained'])} | {_tokens(p['scratch'])} |"
+              for p in panel], ""]
+
+
+def _tokens(tokens: list[str]) -> str:
+    return " ".join(f"`{_cell(t)}`" for t in tokens)
+
+
+def _attention(shown: dict[str, Any] | None) -> list[str]:
+    if not shown:
+        return []
+    return ["## Where the pre-trained model looks", "",
+            f"`bertkit attention` on the pair \"{shown['text']}\" / \"{shown['pair']}\": the input representation as the "
+            "paper's Figure 2 draws it, then every head of every layer (a row is a token, the columns what it attends to).",
+            "", f"![attention of every head]({shown['picture']})", ""]
+
+
+def _baseline(entry: dict[str, Any] | None) -> str:
+    return "?" if not entry else f"{entry['score']:.1f} ({entry['baseline']})"
+
+
+def _input(task: str, example: dict[str, Any]) -> str:
+    if task == "pair":
+        return f"{example['input']} / {example['pair']}"
+    if task == "qa":
+        return f"Q: {example['input']} C: {example['pair']}"
+    return example["input"]
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "/").replace("\n", " ")
 
 
 def _interval(row: dict[str, Any]) -> str:
@@ -102,7 +161,10 @@ def _brief(task: str, p: dict[str, Any]) -> str:
         return f"{p.get('label')} ({max(probs.values(), default=0):.2f})"
     if task == "qa":
         return f"{p.get('answer')!r} [{p.get('start')}:{p.get('end')}]"
-    return ", ".join(f"{e['type']}:{e['text']}" for e in p.get("entities", [])) or "(no entities)"
+    found: dict[str, list[str]] = {}
+    for e in p.get("entities", []):
+        found.setdefault(e["type"], []).append(e["text"])
+    return "; ".join(f"{kind}: {', '.join(texts)}" for kind, texts in found.items()) or "(no entities)"
 
 
 def _html(md: str, lang: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import platform
+import re
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -20,8 +21,10 @@ from typing import Any
 import torch
 
 from .. import settings
+from ..attention import plot_attention
 from ..errors import BertkitError
 from ..fileio import atomic_write_text
+from ..fillmask import FillMask
 from ..finetune import FinetuneSettings, finetune
 from ..heads import BertForPreTraining
 from ..init import local_attention_init
@@ -37,22 +40,27 @@ from .stats import paired_bootstrap
 log = logging.getLogger("bertkit")
 
 TASKS = ("classify", "pair", "qa", "ner")
-# Inputs shown through `predict` at the end: the paper's examples where the built-in tasks allow them.
-EXAMPLES: dict[str, dict[str, tuple[list[str], list[str] | None]]] = {
+# Inputs shown through `predict` at the end, with the answer a reader expects: the paper's examples where the built-in
+# tasks allow them. (text, pair or question's context, expected)
+EXAMPLES: dict[str, dict[str, list[tuple[str, str | None, str]]]] = {
     "en": {  # classify: which of six books a sentence comes from; pair: does the sentence answer the question
-        "classify": (["She was not at all in a humour to be pleased with her sister's engagement, nor with Mr. Elton's "
-                      "compliments.", "The whale rose beside the boat, and every harpooneer stood ready at the bow."], None),
-        "pair": (["What's my name?", "What's my name?"], ["My name is Clara and I live in Berkeley.", "Berkeley is in California."]),
-        "qa": (["What's my name?"], ["My name is Clara and I live in Berkeley."]),
-        "ner": (["Emma walked with Mr. Knightley from Hartfield to Highbury before the rain came."], None),
+        "classify": [("She was not at all in a humour to be pleased with her sister's engagement, nor with Mr. Elton's "
+                      "compliments.", None, "emma"),
+                     ("The whale rose beside the boat, and every harpooneer stood ready at the bow.", None, "moby_dick")],
+        "pair": [("What's my name?", "My name is Clara and I live in Berkeley.", "entailment"),
+                 ("What's my name?", "Berkeley is in California.", "not_entailment")],
+        "qa": [("What's my name?", "My name is Clara and I live in Berkeley.", "Clara")],
+        "ner": [("Emma walked with Mr. Knightley from Hartfield to Highbury before the rain came.", None,
+                 "PER: Emma, Knightley; LOC: Hartfield, Highbury")],
     },
     "zh": {  # classify: which of three novels; pair: does the sentence answer the question
-        "classify": (["却说张飞拿了丈八蛇矛，飞马直取吕布。", "宝玉听了，便往潇湘馆来看黛玉。"], None),
-        "pair": (["我叫什么名字？", "我叫什么名字？"], ["我叫克拉拉，住在伯克利。", "伯克利在加利福尼亚。"]),
-        "qa": (["我叫什么名字？"], ["我叫克拉拉，住在伯克利。"]),
-        "ner": (["小明在北京大学的燕园看了中国男篮的一场比赛"], None),
+        "classify": [("却说张飞拿了丈八蛇矛，飞马直取吕布。", None, "sanguo"), ("宝玉听了，便往潇湘馆来看黛玉。", None, "honglou")],
+        "pair": [("我叫什么名字？", "我叫克拉拉，住在伯克利。", "entailment"), ("我叫什么名字？", "伯克利在加利福尼亚。", "not_entailment")],
+        "qa": [("我叫什么名字？", "我叫克拉拉，住在伯克利。", "克拉拉")],
+        "ner": [("小明在北京大学的燕园看了中国男篮的一场比赛", None, "PER: 小明; LOC: 北京大学, 燕园")],
     },
 }
+FILL_MASK_SENTENCES = 4  # held-out sentences (the classification dev file: none of them was pre-trained on)
 
 
 @dataclass(frozen=True)
@@ -125,9 +133,10 @@ def demo(cfg: DemoSettings) -> Path:
             results[key] = stages.run(key, _finetune, src, out, task, init, cfg)
         results[f"compare {task}"] = stages.run(f"compare {task}", _compare, src, out, task, cfg)
     predictions = stages.run("predict", _predict, out, cfg)
+    inside = stages.run("look inside", _look_inside, src, out, cfg)
 
     total = sum(v["seconds"] for v in stages.done.values())  # over every run of the demo, if it was resumed
-    report = write_report(out, cfg, stages.done, results, predictions, machine(), total)
+    report = write_report(out, cfg, stages.done, results, predictions, inside, baselines(cfg.lang), machine(), total)
     log.warning("demo done in %.1f min (this run %.1f min): %s", total / 60, (time.perf_counter() - t0) / 60, report)
     return report
 
@@ -215,7 +224,7 @@ def _task_files(src: Path, out: Path, task: str, cfg: DemoSettings) -> tuple[Pat
     ext = {"classify": "tsv", "pair": "tsv", "qa": "json", "ner": "txt"}[task]
     train, dev = src / task / f"train.{ext}", src / task / f"dev.{ext}"
     if cfg.smoke:
-        return _sample(train, out / "sample" / task), _sample(dev, out / "sample" / task)
+        return sample_file(train, out / "sample" / task), sample_file(dev, out / "sample" / task)
     return train, dev
 
 
@@ -249,16 +258,24 @@ def _compare(src: Path, out: Path, task: str, cfg: DemoSettings) -> dict[str, An
             "pretrained": scores["pretrained"][t.main_metric], "low": low, "high": high, "resamples": BOOTSTRAP}
 
 
-def _sample(path: Path, folder: Path, n: int = 48) -> Path:
-    """The first n examples of a task file (rows, sentences, or SQuAD questions), for a smoke run."""
+def sample_file(path: Path, folder: Path, n: int = 48) -> Path:
+    """Gives a copy in `folder` of a task file's first n examples: table rows, CoNLL sentences, or SQuAD questions
+    (whole paragraphs, so a few more), for a smoke run or a quick look."""
     out = folder / path.name
     folder.mkdir(parents=True, exist_ok=True)
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
-        data = json.loads(text)
-        article = data["data"][0]
-        data["data"] = [{**article, "paragraphs": article["paragraphs"][:12]}]
-        sample = json.dumps(data, ensure_ascii=False)
+        data, kept, questions = json.loads(text), [], 0
+        for article in data["data"]:
+            paragraphs = []
+            for paragraph in article["paragraphs"]:
+                if questions >= n:
+                    break
+                paragraphs.append(paragraph)
+                questions += len(paragraph["qas"])
+            if paragraphs:
+                kept.append({**article, "paragraphs": paragraphs})
+        sample = json.dumps({**data, "data": kept}, ensure_ascii=False)
     elif path.suffix == ".txt":
         sample = "\n\n".join(text.split("\n\n")[:n]) + "\n"
     else:
@@ -268,12 +285,59 @@ def _sample(path: Path, folder: Path, n: int = 48) -> Path:
 
 
 def _predict(out: Path, cfg: DemoSettings) -> dict[str, Any]:
+    """Both models' answers to the examples, beside the examples themselves and what a reader expects."""
     shown: dict[str, Any] = {}
     for task in TASKS:
-        texts, pairs = EXAMPLES[cfg.lang][task]
-        shown[task] = {init: pipeline(out / "finetune" / f"{task}-{init}" / "model")(texts, pairs)
-                       for init in ("pretrained", "scratch")}
+        examples = EXAMPLES[cfg.lang][task]
+        texts = [e[0] for e in examples]
+        pairs = [e[1] for e in examples] if task in ("pair", "qa") else None
+        answers = {init: pipeline(out / "finetune" / f"{task}-{init}" / "model")(texts, pairs)  # type: ignore[arg-type]
+                   for init in ("pretrained", "scratch")}
+        shown[task] = [{"input": text, "pair": pair, "expected": expected,
+                        **{init: answers[init][k] for init in answers}}
+                       for k, (text, pair, expected) in enumerate(examples)]
     return shown
+
+
+def _look_inside(src: Path, out: Path, cfg: DemoSettings) -> dict[str, Any]:
+    """What pre-training learnt, seen directly: both models' guesses for a masked word of held-out sentences, and
+    where the pre-trained model's heads look on the pair example."""
+    sentences = masked_sentences(src / "classify" / "dev.tsv", Tokenizer.from_pretrained(out / "vocab"), cfg.lang)
+    guesses = {init: FillMask(folder, top_k=5)([s for s, _ in sentences])
+               for init, folder in (("pretrained", out / "pretrain" / "model"), ("scratch", out / "scratch"))}
+    panel = [{"masked": s, "word": w, **{init: [g["token_str"] for g in guesses[init][k]] for init in guesses}}
+             for k, (s, w) in enumerate(sentences)]
+    text, pair, _ = EXAMPLES[cfg.lang]["pair"][0]  # a question (segment A) and the sentence that answers it (B)
+    plot_attention(out / "pretrain" / "model", text, pair, out / "attention.png")
+    return {"fill_mask": panel, "attention": {"text": text, "pair": pair, "picture": "attention.png"}}
+
+
+def masked_sentences(path: Path, tok: Tokenizer, lang: str, n: int = FILL_MASK_SENTENCES) -> list[tuple[str, str]]:
+    """Gives (sentence with one word as [MASK], the word) for the first short sentences of `path` that have a
+    content word the vocabulary holds whole: the longest such word (a character, in Chinese)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+        sentence = line.rsplit("\t", 1)[0]
+        tokens = tok.tokenize(sentence)
+        if not 6 <= len(tokens) <= 24:
+            continue
+        words = [t for t in tokens[1:] if not t.startswith("##") and (lang == "zh" or (t.isalpha() and len(t) > 3))]
+        if not words or "[UNK]" in tokens:
+            continue
+        word = max(words, key=len)
+        found = re.search(rf"\b{re.escape(word)}\b" if lang == "en" else re.escape(word), sentence, re.IGNORECASE)
+        if found is None:
+            continue
+        out.append((sentence[: found.start()] + "[MASK]" + sentence[found.end() :], word))
+        if len(out) == n:
+            break
+    return out
+
+
+def baselines(lang: str) -> dict[str, Any]:
+    """The simple baselines' dev scores on the built-in tasks (scripts/demo_baselines.py, at build time)."""
+    path = data_dir(lang).parent / "baselines.json"
+    return json.loads(path.read_text(encoding="utf-8"))[lang] if path.is_file() else {}
 
 
 def machine() -> dict[str, str]:
