@@ -30,6 +30,7 @@ from .common import (
     set_threads,
     wait_for_quiet,
 )
+from .deploy_report import deploy_markdown
 from .report import Options, Section, table, targets
 
 BENCHMARKS = {
@@ -102,7 +103,8 @@ def render(header: dict, sections: dict[str, Section]) -> str:
         f"Load before measuring: 1-minute load average {header['load']['loadavg_1m']:.2f}, other processes busy on "
         f"{header['load']['others_cores']:.2f} cores (after waiting {header['load']['waited_s']:.0f} s); "
         f"at the end: load average {header.get('load_end', float('nan')):.2f}.", "",
-        f"GEMM peak, the best of {header['gemm']['repeats']} torch.matmul runs (in bf16 also of the linear layer under autocast) of each of "
+        f"GEMM peak, the best of {header['gemm']['repeats']} torch.matmul runs"
+        + (" (in bf16 also of the linear layer under autocast)" if header["gemm"].get("bf16_linear") else "") + " of each of "
         + ", ".join(f"({m} x {k}) @ ({k} x {n})" for m, k, n in header["gemm"]["shapes"]) + ": "
         + ", ".join(f"**{p} {v / 1e9:,.0f} GFLOP/s**" for p, v in header["peaks"].items())
         + ". MFU is relative to these. torch runs fp32 matmuls (nn.Linear, torch.matmul) through MKL's sgemm; "
@@ -120,6 +122,9 @@ def render(header: dict, sections: dict[str, Section]) -> str:
         if s.load:
             lines += [f"_Other processes kept {s.load['others_cores']:.2f} cores busy on average during this section "
                       f"(load average {s.load['loadavg_start']:.2f} at its start, {s.load['seconds']:.0f} s)._", ""]
+    deploy = deploy_markdown()  # bench/quantize.py's and bench/serve.py's latest results, each with its own machine
+    if deploy:
+        lines += [deploy]
     lines += ["## Method", "", METHOD, ""]
     return "\n".join(lines)
 
@@ -147,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     quiet = wait_for_quiet(max_wait_s=0 if args.quick or args.no_wait else 1200, sample_s=1 if args.quick else 10, log=log)
     # a smoke run measures a smaller matmul, twice: its MFUs are rough
     gemm = {"repeats": 2, "shapes": ((2048, 1024, 2048),)} if args.quick else {"repeats": 8, "shapes": GEMM_SHAPES}
+    gemm["bf16_linear"] = True  # gemm_peak in bf16 takes the better of torch.matmul and autocast's linear
     peaks = {"fp32": gemm_peak(torch.float32, **gemm), "bf16": gemm_peak(torch.bfloat16, **gemm)}
     onednn = onednn_fp32_peak(gemm["repeats"])
     log("GEMM peak: " + ", ".join(f"{p} {v / 1e9:,.0f} GFLOP/s" for p, v in peaks.items())

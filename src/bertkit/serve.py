@@ -22,6 +22,8 @@ them (classification longest-first; QA and NER cut into windows, nothing lost). 
 
 Starlette on uvicorn: the ASGI toolkit and server FastAPI itself stands on, well kept and small; four
 routes with hand-written validation need neither FastAPI's pydantic models nor its dependency tree.
+The serve extra brings httptools and uvloop, which uvicorn takes when installed (its "standard" set):
+on this 2-core machine they answer a lone client about 15% sooner than h11 and asyncio (bench/serve.py).
 """
 
 from __future__ import annotations
