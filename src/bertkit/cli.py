@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -97,7 +98,8 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 
 
 PRETRAIN_FLAGS = {"data": "data.path", "preset": "model.preset", "steps": "train.steps", "batch_size": "train.batch_size",
-                  "lr": "optim.lr", "precision": "train.precision", "device": "train.device", "seed": "train.seed"}
+                  "lr": "optim.lr", "precision": "train.precision", "device": "train.device", "seed": "train.seed",
+                  "accumulation": "train.accumulation", "gradient_checkpointing": "train.gradient_checkpointing"}
 
 
 def cmd_pretrain(args: argparse.Namespace) -> None:
@@ -159,12 +161,14 @@ def _grid(spec: str) -> dict[str, list]:
 
 # option -> setting it sets (None: not given); flags turned on by their presence map to True
 FINETUNE_FLAGS = {
-    "task": "task.name", "model": "model", "out": "out", "train": "data.train", "dev": "data.dev", "test": "data.test",
+    "task": "task.name", "model": "model", "revision": "revision", "out": "out", "train": "data.train", "dev": "data.dev", "test": "data.test",
     "epochs": "train.epochs", "batch_size": "train.batch_size", "lr": "optim.lr", "max_seq_length": "task.max_seq_length",
     "seed": "train.seed", "warmup": "optim.warmup", "precision": "train.precision", "device": "train.device",
     "format": "data.format", "normalize": "data.normalize", "skip_bad_rows": "data.skip_bad_rows",
     "regression": "task.regression", "scheme": "task.scheme", "doc_stride": "task.doc_stride", "crf": "task.crf",
-    "constrained": "task.constrained",
+    "constrained": "task.constrained", "metric": "train.metric", "eval_every": "train.eval_every",
+    "early_stopping": "train.early_stopping", "accumulation": "train.accumulation",
+    "gradient_checkpointing": "train.gradient_checkpointing",
 }
 
 
@@ -184,7 +188,8 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     cfg = settings.load(FinetuneSettings, base, args.overrides, flags)
     summary = finetune(cfg, resume=args.resume)
     best = summary["best"]
-    print(json.dumps({"best": best, **({"test": summary["test"]} if "test" in summary else {}), "model": str(Path(cfg.out) / "model")}))
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, one answer
+        print(json.dumps({"best": best, **({"test": summary["test"]} if "test" in summary else {}), "model": str(Path(cfg.out) / "model")}))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -360,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", choices=list(_presets()), help="model size (default tiny)")
     p.add_argument("--steps", type=int)
     p.add_argument("--batch-size", type=int, help="sequences per optimizer step, all processes together")
+    p.add_argument("--accumulation", type=int, help="micro-batches per step, run one after another (default 1)")
+    p.add_argument("--gradient-checkpointing", action="store_true", default=None,
+                   help="recompute activations in the backward pass: less memory, about a third more time")
     p.add_argument("--lr", type=float, help="peak learning rate (default 1e-4)")
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"])
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
@@ -374,7 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "Settings come from --config (TOML/JSON), the options below, then key=value "
                                    "overrides such as optim.weight_decay=0 or train.eval_batch_size=128.")
     p.add_argument("--task", choices=["classify", "pair", "qa", "ner"], help="the task family (default classify)")
-    p.add_argument("--model", type=Path, help="pre-trained model folder (bertkit's or Hugging Face's)")
+    p.add_argument("--model", type=Path, help="pre-trained model: a folder (bertkit's or Hugging Face's layout) or a "
+                                              "Hugging Face name such as bert-base-chinese")
     p.add_argument("--train", type=Path, help="training file")
     p.add_argument("--dev", type=Path, help="dev file: scored after every epoch")
     p.add_argument("--test", type=Path, help="test file: the best model is scored on it at the end")
@@ -385,6 +394,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-seq-length", type=int, help="default 128; 384 for qa")
     p.add_argument("--seed", type=int, help="default 42")
     p.add_argument("--warmup", type=float, help="warmup proportion of the steps (default 0.1)")
+    p.add_argument("--metric", help="the dev score that keeps the best checkpoint and picks the grid run (default: "
+                                    "accuracy; f1 for ner and qa; pearson for regression), e.g. f1 or mcc")
+    p.add_argument("--eval-every", type=int, metavar="STEPS", help="evaluate on dev every STEPS updates too (default: every epoch)")
+    p.add_argument("--early-stopping", type=int, metavar="PATIENCE",
+                   help="stop a run after PATIENCE evaluations without a better --metric")
+    p.add_argument("--accumulation", type=int, help="split each batch into this many micro-batches run one after "
+                                                     "another: the same updates in less memory (default 1)")
+    p.add_argument("--gradient-checkpointing", action="store_true", default=None,
+                   help="recompute activations in the backward pass: less memory, about a third more time")
     p.add_argument("--grid", nargs="?", const="", metavar="SPEC",
                    help="the paper's grid (batch 16/32 x lr 5e-5/3e-5/2e-5 x epochs 2/3/4), or a subset: 'lr=5e-5,3e-5;epochs=2'")
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], help="default fp32")
@@ -501,6 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantize", choices=["int8"], help="int8 weights (onnxruntime's dynamic quantization, per channel)")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
     p.set_defaults(func=cmd_export)
+    for p in sub.choices.values():  # every command that takes a model takes a Hugging Face name too
+        if any(a.dest == "model" for a in p._actions):
+            p.add_argument("--revision", help="with a Hugging Face model name: the branch, tag or commit to use")
     return parser
 
 
@@ -514,6 +535,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="bertkit: %(message)s")
     try:
+        if getattr(args, "model", None) is not None and args.command != "finetune":  # finetune records the name
+            from .hub import resolve_model
+
+            args.model = resolve_model(args.model, args.revision)
         return args.func(args) or 0
     except BertkitError as e:
         print(f"bertkit: error: {e}", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -159,3 +160,22 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def replace_dir(src: Path, dst: Path) -> None:
+    """Moves the finished folder `src` over `dst`. Between the two renames the old one is `dst`.old, which
+    `recover_dir` puts back, so a kill at any point leaves one whole folder."""
+    old = dst.with_name(dst.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dst.exists():
+        dst.rename(old)
+    src.rename(dst)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_dir(dst: Path) -> Path:
+    """Gives `dst`, first putting back the old folder when a `replace_dir` was stopped between its renames."""
+    old = dst.with_name(dst.name + ".old")
+    if not dst.exists() and old.exists():
+        old.rename(dst)
+    return dst

@@ -1,9 +1,14 @@
 """`bertkit finetune`: one of the four task families, end to end, the way the paper does it.
 
 AdamW with weight decay 0.01, linear warmup over 10% of the steps then linear decay, batches of
-similar lengths (dynamic padding), evaluation on dev after every epoch. `--grid` runs the paper's
-grid (batch 16/32 x lr 5e-5/3e-5/2e-5 x epochs 2/3/4, or the subset given) and keeps the best run on
-dev. The best model goes to OUT/model in Hugging Face's layout, with its task settings beside it.
+similar lengths (dynamic padding), evaluation on dev after every epoch (or every `eval_every` steps).
+Each run keeps its best checkpoint by one dev metric (the task's own, or the one asked for) and may
+stop early. `--grid` runs the paper's grid (batch 16/32 x lr 5e-5/3e-5/2e-5 x epochs 2/3/4, or the
+subset given) and keeps the best run by the same metric. The winner goes to OUT/model in Hugging
+Face's layout, with its task settings beside it.
+
+Under `torchrun --nproc_per_node N` each process takes its share of every batch (and of its
+`accumulation` micro-batches): the updates are those of one process with the same batch size.
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from torch import nn
 from . import distributed, settings
 from .config import IGNORE
 from .errors import BertkitError
-from .fileio import atomic_write_text
+from .fileio import atomic_write_text, recover_dir, replace_dir
+from .folders import TASK_FILE, read_task_file
 from .heads import MODEL_CLASSES, to_tensors
+from .hub import resolve_model
 from .model import Pretrained
 from .optim import OptimSettings, build_optimizer, linear_schedule, warmup_steps_for
-from .predict import TASK_FILE, evaluate_task
+from .predict import evaluate_task
 from .settings import check
 from .tasks import TASKS, Features, Task, get_task
 from .tokenizer import Tokenizer
@@ -88,8 +95,13 @@ class DataSettings:
 @dataclass(frozen=True)
 class TrainSettings:
     epochs: int = 3
-    batch_size: int = 32
+    batch_size: int = 32  # examples per update, over all processes and micro-batches
+    accumulation: int = 1  # micro-batches per update, run one after another (less memory, the same updates)
+    gradient_checkpointing: bool = False  # recompute layer activations in the backward pass: less memory, more time
     eval_batch_size: int = 64
+    eval_every: int = 0  # updates between dev evaluations; 0: after every epoch
+    metric: str | None = None  # the dev score that picks the checkpoint and the grid run (default: the task's)
+    early_stopping: int = 0  # > 0: stop a run after this many evaluations without a better metric
     seed: int = 42
     precision: str = "fp32"  # fp32 | bf16 | fp16 (CUDA)
     device: str = "auto"
@@ -99,6 +111,9 @@ class TrainSettings:
         check(self.epochs > 0, f"train.epochs must be positive, got {self.epochs}")
         check(self.batch_size > 0 and self.eval_batch_size > 0,
               f"train.batch_size must be positive, got {self.batch_size}")
+        check(self.accumulation > 0, f"train.accumulation must be positive, got {self.accumulation}")
+        check(self.eval_every >= 0, f"train.eval_every must be >= 0 (0: every epoch), got {self.eval_every}")
+        check(self.early_stopping >= 0, f"train.early_stopping must be >= 0 (0: never), got {self.early_stopping}")
         check(self.precision in ("fp32", "bf16", "fp16"), f"train.precision must be fp32, bf16 or fp16, got {self.precision!r}")
 
 
@@ -123,7 +138,8 @@ class FinetuneSettings:
     """Everything `bertkit finetune` does, typed: from a TOML/JSON file (`--config`), the command's options,
     then `section.key=value` overrides, as pre-training's settings."""
 
-    model: Path | None = None  # the pre-trained model folder (bertkit's or Hugging Face's)
+    model: Path | None = None  # the pre-trained model folder (bertkit's or Hugging Face's), or a Hugging Face name
+    revision: str | None = None  # with a Hugging Face name: the branch, tag or commit
     out: Path | None = None
     task: TaskSettings = field(default_factory=TaskSettings)
     data: DataSettings = field(default_factory=DataSettings)
@@ -152,12 +168,18 @@ class FinetuneSettings:
 # ---- batches and objective -------------------------------------------------------------------------
 
 class EpochBatches:
-    """Step -> one batch of rows. Every epoch shuffles with (seed, epoch), then groups rows of similar
-    length (sorted within pools of 50 batches, the batches shuffled again) so little is padded."""
+    """Step -> this process's micro-batches of one batch. Every epoch shuffles with (seed, epoch), then
+    groups rows of similar length (sorted within pools of 50 batches, the batches shuffled again) so
+    little is padded. A batch is cut into `accumulation` x processes parts: micro-batch m of process r
+    is part m * processes + r, so the parts together are the batch one process would take."""
 
-    def __init__(self, features: Features, collate, batch_size: int, seed: int, pool: int = 50):
+    def __init__(self, features: Features, collate, batch_size: int, seed: int, pool: int = 50,
+                 accumulation: int = 1, rank: int = 0, world_size: int = 1):
         self.features, self.collate, self.batch_size, self.seed, self.pool = features, collate, batch_size, seed, pool
-        self.per_epoch = math.ceil(len(features) / batch_size)
+        self.accumulation, self.rank, self.world_size = accumulation, rank, world_size
+        short = len(features) % batch_size
+        # under torchrun a last batch with fewer rows than processes would leave one without work: it is dropped
+        self.per_epoch = math.ceil(len(features) / batch_size) - (0 < short < world_size)
         self.lengths = features.lengths
         self._epoch: tuple[int, list[np.ndarray]] | None = None
 
@@ -174,12 +196,16 @@ class EpochBatches:
                 chunk = order[lo : lo + size]
                 chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
                 batches += [chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
-            self._epoch = (epoch, [batches[i] for i in rng.permutation(len(batches))])
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+            self._epoch = (epoch, [b for b in batches if len(b) >= self.world_size])
         return self._epoch[1]
 
     def __getitem__(self, step: int) -> list[dict[str, torch.Tensor]]:
         epoch, i = divmod(step, self.per_epoch)
-        return [self.collate([self.features.rows[j] for j in self.batches_of(epoch)[i]])]
+        parts = np.array_split(self.batches_of(epoch)[i], self.accumulation * self.world_size)
+        mine = [parts[m * self.world_size + self.rank] for m in range(self.accumulation)]
+        # a short last batch may leave some parts empty, but never all of a process's parts
+        return [self.collate([self.features.rows[j] for j in part]) for part in mine if len(part)]
 
 
 class TaskObjective:
@@ -201,6 +227,48 @@ class TaskObjective:
         return {"loss": out.loss * self.counts(batch)["n"]}
 
 
+# ---- model selection ---------------------------------------------------------------------------------
+
+LOWER_IS_BETTER = frozenset({"mse"})
+
+
+def is_better(metric: str, value: float, than: float | None) -> bool:
+    """Whether `value` beats `than` on `metric` (higher is better, but for errors such as mse); ties do not."""
+    if than is None or math.isnan(than):
+        return not math.isnan(value)
+    return value < than if metric in LOWER_IS_BETTER else value > than
+
+
+def check_metric(task: Task, metric: str) -> None:
+    """A metric the task reports, or a clear error naming the ones it does."""
+    if metric.split("/")[0] not in task.metric_names:
+        raise BertkitError(f"--metric {metric}: the {task.name} task reports {', '.join(task.metric_names)}")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which dev evaluation of a run is its best, by one metric, and when the run stops early: a pure
+    function of the run's history, so a resumed run chooses and stops as the uninterrupted one."""
+
+    metric: str
+    patience: int = 0  # > 0: stop after this many evaluations without a better metric
+
+    def evaluations(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [row for row in history if f"eval_{self.metric}" in row]
+
+    def best(self, history: list[dict[str, Any]]) -> int | None:
+        """The index (among the evaluations) of the best one; the first of equals."""
+        best, value = None, None
+        for i, row in enumerate(self.evaluations(history)):
+            if is_better(self.metric, row[f"eval_{self.metric}"], value):
+                best, value = i, row[f"eval_{self.metric}"]
+        return best
+
+    def stop(self, history: list[dict[str, Any]]) -> bool:
+        best = self.best(history)
+        return self.patience > 0 and best is not None and len(self.evaluations(history)) - 1 - best >= self.patience
+
+
 # ---- one run, and the grid ---------------------------------------------------------------------------
 
 @dataclass
@@ -208,22 +276,40 @@ class RunResult:
     batch_size: int
     lr: float
     epochs: int
-    dev: dict[str, float]
+    dev: dict[str, float]  # the scores of the checkpoint kept
+    step: int  # the update after which it was evaluated
+    epoch: float  # the same, in epochs
     seconds: float
     path: Path
     history: list[dict[str, Any]] = field(default_factory=list)
 
+    def summary(self) -> dict[str, Any]:
+        return {"batch_size": self.batch_size, "lr": self.lr, "epochs": self.epochs, "step": self.step,
+                "epoch": self.epoch, "dev": self.dev, "seconds": round(self.seconds, 1)}
+
 
 def finetune(cfg: FinetuneSettings, resume: bool = False) -> dict[str, Any]:
     """Fine-tunes (one run, or the grid) and gives a summary: every run's dev scores, the best, and
-    its test scores when a test file is given. The best model is written to OUT/model."""
-    assert cfg.model is not None and cfg.out is not None and cfg.data.train is not None and cfg.data.dev is not None
+    its test scores when a test file is given. The best checkpoint of the best run is written to OUT/model."""
     ctx = distributed.setup(cfg.train.device)
-    if ctx.world_size > 1:
-        raise BertkitError("finetune runs in one process; use torchrun for pre-training")
+    try:
+        return _finetune(cfg, resume, ctx)
+    finally:
+        distributed.teardown()
+
+
+def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> dict[str, Any]:
+    assert cfg.model is not None and cfg.out is not None and cfg.data.train is not None and cfg.data.dev is not None
     out = Path(cfg.out)
-    tok = Tokenizer.from_pretrained(cfg.model)
+    base = resolve_model(cfg.model, cfg.revision)  # a folder, or a Hugging Face name's folder in the cache
+    tok = Tokenizer.from_pretrained(base)
     task = get_task(cfg.task.name, **cfg.task.options())
+    metric = cfg.train.metric or task.main_metric
+    check_metric(task, metric)
+    for bs in {p[0] for p in cfg.points()}:
+        if bs < cfg.train.accumulation * ctx.world_size:
+            raise BertkitError(f"batch size {bs} is smaller than --accumulation {cfg.train.accumulation} x "
+                               f"{ctx.world_size} processes: each micro-batch needs an example")
     read_options = cfg.data.read_options()
     train_data = task.read(cfg.data.train, **read_options)
     dev_data = task.read(cfg.data.dev, **read_options)
@@ -237,85 +323,110 @@ def finetune(cfg: FinetuneSettings, resume: bool = False) -> dict[str, Any]:
     train_features = task.featurize(train_data, tok, label2id)
     dev_features = task.featurize(dev_data, tok, label2id)
     log.warning("featurized %d + %d rows in %.1f s", len(train_features), len(dev_features), time.perf_counter() - t0)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.json", json.dumps(settings.to_dict(cfg), indent=2) + "\n")
+    if ctx.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "config.json", json.dumps(settings.to_dict(cfg), indent=2) + "\n")
 
     points = cfg.points()
     results: list[RunResult] = []
     for bs, lr, epochs in points:
         run_dir = out / "runs" / f"bs{bs}-lr{lr:g}-ep{epochs}" if len(points) > 1 else out / "run"
-        results.append(_one_run(cfg.at(bs, lr, epochs), task, labels, train_features, dev_features, run_dir, ctx, resume))
-        _write_table(out, results)
+        results.append(_one_run(cfg.at(bs, lr, epochs), base, task, metric, labels, train_features, dev_features, run_dir,
+                                ctx, resume))
+        if ctx.is_main:
+            _write_table(out, results, metric)
 
-    best = max(results, key=lambda r: r.dev.get(task.main_metric, float("-inf")))
-    final = out / "model"
-    tmp = out / "model.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(best.path / "model", tmp)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
+    best = results[0]
+    for r in results[1:]:  # by the same metric as the checkpoints; the first of equals
+        if is_better(metric, r.dev.get(metric, math.nan), best.dev.get(metric)):
+            best = r
     summary: dict[str, Any] = {
-        "task": cfg.task.name, "main_metric": task.main_metric, "labels": labels,
-        "best": {"batch_size": best.batch_size, "lr": best.lr, "epochs": best.epochs, "dev": best.dev},
-        "runs": [{"batch_size": r.batch_size, "lr": r.lr, "epochs": r.epochs, "dev": r.dev, "seconds": round(r.seconds, 1)} for r in results],
+        "task": cfg.task.name, "metric": metric, "labels": labels, "best": best.summary(),
+        "runs": [r.summary() for r in results],
     }
-    if cfg.data.test is not None:
-        test_data = task.read(cfg.data.test, **read_options)
-        log.warning("%s", test_data.report.summary())
-        model = MODEL_CLASSES[task.architecture].from_pretrained(final)
-        model.to(ctx.device)
-        summary["test"], _ = evaluate_task(model, task, task.featurize(test_data, tok, label2id), cfg.train.eval_batch_size,
-                                           cfg.train.precision)
-    atomic_write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
+    if ctx.is_main:
+        final = out / "model"
+        tmp = out / "model.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(best.path / "model", tmp)
+        replace_dir(tmp, final)
+        if cfg.data.test is not None:
+            test_data = task.read(cfg.data.test, **read_options)
+            log.warning("%s", test_data.report.summary())
+            model = MODEL_CLASSES[task.architecture].from_pretrained(final)
+            model.to(ctx.device)
+            summary["test"], _ = evaluate_task(model, task, task.featurize(test_data, tok, label2id), cfg.train.eval_batch_size,
+                                               cfg.train.precision)
+        atomic_write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
+    distributed.barrier()
     return summary
 
 
-def _one_run(cfg: FinetuneSettings, task: Task, labels: list[str], train_features: Features, dev_features: Features,
-             run_dir: Path, ctx: distributed.Context, resume: bool) -> RunResult:
-    assert cfg.model is not None
+def _one_run(cfg: FinetuneSettings, base: Path, task: Task, metric: str, labels: list[str], train_features: Features,
+             dev_features: Features, run_dir: Path, ctx: distributed.Context, resume: bool) -> RunResult:
+    """One fine-tuning run; its best checkpoint by `metric` is kept in run_dir/model, written at each evaluation
+    that beats the one before."""
     t, o = cfg.train, cfg.optim
     done = run_dir / "result.json"
     if resume and done.is_file():
         r = json.loads(done.read_text())
-        return RunResult(t.batch_size, o.lr, t.epochs, r["dev"], r["seconds"], run_dir, r.get("history", []))
-    if run_dir.exists() and not resume:
+        return RunResult(t.batch_size, o.lr, t.epochs, r["dev"], r["step"], r["epoch"], r["seconds"], run_dir, r.get("history", []))
+    if ctx.is_main and run_dir.exists() and not resume:
         shutil.rmtree(run_dir)
+    distributed.barrier()
     set_seed(t.seed)
-    model = MODEL_CLASSES[task.architecture].from_pretrained(cfg.model, id2label=dict(enumerate(labels)), problem_type=task.problem_type,
+    model = MODEL_CLASSES[task.architecture].from_pretrained(base, id2label=dict(enumerate(labels)), problem_type=task.problem_type,
                                              **task.model_options)
+    if t.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
     model.to(ctx.device)
     batches = EpochBatches(train_features, lambda rows: to_tensors(task.collate(rows, train_features.pad_token_id)),
-                           t.batch_size, t.seed)
+                           t.batch_size, t.seed, accumulation=t.accumulation, rank=ctx.rank, world_size=ctx.world_size)
     steps = batches.per_epoch * t.epochs
     optimizer = build_optimizer(model, o.name, o.lr, tuple(o.betas), o.eps, o.weight_decay)
     scheduler = linear_schedule(optimizer, warmup_steps_for(steps, o.warmup), steps)
+    eval_every = min(t.eval_every, steps) if t.eval_every else batches.per_epoch
     loop = LoopConfig(steps=steps, max_grad_norm=o.max_grad_norm, precision=t.precision,
-                      log_every=max(1, min(50, batches.per_epoch // 4)), eval_every=batches.per_epoch,
-                      checkpoint_every=batches.per_epoch, keep_checkpoints=1, num_workers=0, seed=t.seed,
+                      log_every=max(1, min(50, batches.per_epoch // 4)), eval_every=eval_every,
+                      checkpoint_every=eval_every, keep_checkpoints=1, num_workers=0, seed=t.seed,
                       progress=t.progress)
+    selection = Selection(metric, t.early_stopping)
+    tok = Tokenizer.from_pretrained(base)
+    kept = recover_dir(run_dir / "model")
 
-    def evaluate(m: nn.Module) -> dict[str, float]:
+    def evaluate(m: nn.Module, step: int) -> dict[str, float]:
         scores, _ = evaluate_task(model, task, dev_features, t.eval_batch_size, t.precision)
+        if metric not in scores:
+            raise BertkitError(f"--metric {metric}: the {task.name} task reported {', '.join(scores)}")
+        before = read_task_file(kept)["dev"].get(metric) if (kept / TASK_FILE).is_file() else None
+        if is_better(metric, scores[metric], before):
+            chosen = {"metric": metric, "step": step, "epoch": round(step / batches.per_epoch, 2)}
+            tmp = run_dir / "model.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            save_finetuned(model, tok, tmp, task, labels, cfg, scores, chosen)
+            replace_dir(tmp, kept)
         return scores
 
     t0 = time.perf_counter()
     state = train(model, TaskObjective(per_token=task.per_token_loss), batches, optimizer, scheduler, loop, run_dir, ctx,
-                  evaluate=evaluate, resume=resume,
+                  evaluate=evaluate, resume=resume, stop_when=selection.stop,
                   run_config={"batch_size": t.batch_size, "lr": o.lr, "epochs": t.epochs, "seed": t.seed})
     seconds = time.perf_counter() - t0
-    dev = next((  # the last evaluation is the final model's
-        {k.removeprefix("eval_"): v for k, v in row.items() if k.startswith("eval_")}
-        for row in reversed(state.history) if any(k.startswith("eval_") for k in row)), {})
-    save_finetuned(model, Tokenizer.from_pretrained(cfg.model), run_dir / "model", task, labels, cfg, dev)
-    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # the run is done: its model is saved
-    atomic_write_text(done, json.dumps({"dev": dev, "seconds": seconds, "history": state.history}) + "\n")
-    log.warning("run bs=%d lr=%g epochs=%d: dev %s (%.0f s)", t.batch_size, o.lr, t.epochs,
+    distributed.barrier()  # the main process has written the kept checkpoint
+    meta = read_task_file(kept)
+    dev, chosen = meta["dev"], meta["selected"]
+    if ctx.is_main:
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # the run is done: its model is saved
+        atomic_write_text(done, json.dumps({"dev": dev, "step": chosen["step"], "epoch": chosen["epoch"],
+                                            "seconds": seconds, "history": state.history}) + "\n")
+    log.warning("run bs=%d lr=%g epochs=%d: best %s %.2f after step %d (epoch %g); dev %s (%.0f s)", t.batch_size, o.lr,
+                t.epochs, metric, dev[metric], chosen["step"], chosen["epoch"],
                 ", ".join(f"{k} {v:.2f}" for k, v in dev.items()), seconds)
-    return RunResult(t.batch_size, o.lr, t.epochs, dev, seconds, run_dir, state.history)
+    return RunResult(t.batch_size, o.lr, t.epochs, dev, chosen["step"], chosen["epoch"], seconds, run_dir, state.history)
 
 
 def save_finetuned(model: Pretrained, tok: Tokenizer, directory: Path, task: Task, labels: list[str],
-                   cfg: FinetuneSettings, dev: dict[str, float]) -> None:
+                   cfg: FinetuneSettings, dev: dict[str, float], selected: dict[str, Any] | None = None) -> None:
     """Writes model + tokenizer in Hugging Face's layout and TASK_FILE with what `predict` needs."""
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
@@ -327,16 +438,19 @@ def save_finetuned(model: Pretrained, tok: Tokenizer, directory: Path, task: Tas
         "input_options": {"normalize": cfg.data.normalize} if cfg.data.normalize else {},
         "settings": {"batch_size": cfg.train.batch_size, "lr": cfg.optim.lr, "epochs": cfg.train.epochs,
                      "seed": cfg.train.seed, "warmup": cfg.optim.warmup, "weight_decay": cfg.optim.weight_decay,
-                     "base_model": str(cfg.model)},
+                     "base_model": str(cfg.model), **({"revision": cfg.revision} if cfg.revision else {})},
         "dev": dev,
+        **({"selected": selected} if selected else {}),  # which evaluation of the run this checkpoint is
     }
     atomic_write_text(directory / TASK_FILE, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
 
 
-def _write_table(out: Path, results: list[RunResult]) -> None:
-    metrics = sorted({k for r in results for k in r.dev})
-    lines = ["| batch | lr | epochs | " + " | ".join(metrics) + " | seconds |",
-             "|---|---|---|" + "---|" * len(metrics) + "---|"]
+def _write_table(out: Path, results: list[RunResult], metric: str) -> None:
+    """OUT/grid.md: each run's kept checkpoint (its step and dev scores), the metric that chose it first."""
+    metrics = [metric, *sorted({k for r in results for k in r.dev} - {metric})]
+    lines = ["| batch | lr | epochs | kept step | " + " | ".join(metrics) + " | seconds |",
+             "|---|---|---|---|" + "---|" * len(metrics) + "---|"]
     for r in results:
-        lines.append(f"| {r.batch_size} | {r.lr:g} | {r.epochs} | " + " | ".join(f"{r.dev.get(m, float('nan')):.2f}" for m in metrics) + f" | {r.seconds:.0f} |")
+        lines.append(f"| {r.batch_size} | {r.lr:g} | {r.epochs} | {r.step} | "
+                     + " | ".join(f"{r.dev.get(m, float('nan')):.2f}" for m in metrics) + f" | {r.seconds:.0f} |")
     atomic_write_text(out / "grid.md", "\n".join(lines) + "\n")

@@ -13,14 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BertkitError
+from .hub import resolve_model
 
 TASK_FILE = "bertkit_task.json"  # written beside config.json by `bertkit finetune`: what a model was fine-tuned for
 ONNX_NAME = "model.onnx"  # written by `bertkit export`
 
 
-def check_model_folder(directory: str | Path) -> Path:
-    """Gives `directory` as a Path if it is a folder; else a BertkitError saying what it is instead."""
-    directory = Path(directory)
+def check_model_folder(directory: str | Path, revision: str | None = None) -> Path:
+    """Gives `directory` as a Path if it is a folder, or the folder of a Hugging Face model name
+    (bertkit.hub); else a BertkitError saying what it is instead."""
+    directory = resolve_model(directory, revision)
     if directory.is_file():
         raise BertkitError(f"{directory}: is a file, not a model folder")
     if not directory.is_dir():

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from .config import BertConfig
 from .errors import BertkitError
 from .folders import TASK_FILE, architecture_of, read_task_file
+from .hub import resolve_model
 from .runtime import Backend, TorchBackend, batches, load_backend
 from .tasks import Features, Task, get_task
 from .tokenizer import Tokenizer
@@ -128,10 +129,11 @@ class Pipeline:
         return {"file": str(path), "examples": len(data), "skipped": data.report.total_skipped, **scores}
 
 
-def pipeline(model_dir: str | Path, task: str | None = None, **options: Any) -> Any:
-    """Gives what runs a model folder: a `Pipeline` for one from `bertkit finetune` (or `bertkit export`);
-    with task="fill-mask", a `bertkit.fillmask.FillMask` on a pre-trained one; with task="embed", a
-    `bertkit.embed.Embedder` on any."""
+def pipeline(model_dir: str | Path, task: str | None = None, *, revision: str | None = None, **options: Any) -> Any:
+    """Gives what runs a model folder (or a Hugging Face model name, at `revision`): a `Pipeline` for one from
+    `bertkit finetune` (or `bertkit export`); with task="fill-mask", a `bertkit.fillmask.FillMask` on a
+    pre-trained one; with task="embed", a `bertkit.embed.Embedder` on any."""
+    model_dir = resolve_model(model_dir, revision)
     if task in (None, "predict"):
         return Pipeline(model_dir, **options)
     if task == "fill-mask":

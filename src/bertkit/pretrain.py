@@ -89,6 +89,7 @@ class TrainSettings:
     minutes: float = 0.0
     batch_size: int = 32  # sequences per optimizer step, over all processes and micro-batches
     accumulation: int = 1  # micro-batches per step
+    gradient_checkpointing: bool = False  # recompute layer activations in the backward pass: less memory, more time
     precision: str = "fp32"  # fp32 | bf16 | fp16 (CUDA)
     seed: int = 12345
     device: str = "auto"
@@ -297,6 +298,8 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
         raise BertkitError(f"model vocab_size {model.config.vocab_size} is smaller than the data's vocabulary ({tokenizer.vocab_size})")
     for data in datasets:
         data.check_compatible(tokenizer, model.config.max_position_embeddings)
+    if cfg.train.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
     model.to(ctx.device)
 
     schedule: list[tuple[int, PretrainingData, int]] = []
@@ -325,7 +328,7 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
     step_model: nn.Module = torch.compile(model, dynamic=True) if cfg.train.compile else model
     eval_data = {i: PretrainingData(p.data, "eval") for i, p in enumerate(phases)}
 
-    def evaluate(m: nn.Module) -> dict[str, float]:
+    def evaluate(m: nn.Module, step: int) -> dict[str, float]:
         return evaluate_pretraining(model, eval_data[0], cfg.data.eval_batches, schedule[0][2], cfg.train.seed, ctx.device)
 
     loop = LoopConfig(

@@ -28,6 +28,7 @@ from .basic_tokenizer import normalizer, pre_tokenizer
 from .corpus import file_lines
 from .errors import BertkitError
 from .fileio import atomic_write_text, list_files, read_utf8
+from .hub import resolve_model
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -221,9 +222,10 @@ class Tokenizer:
                    tokenize_chinese_chars=tokenize_chinese_chars, model_max_length=model_max_length)
 
     @classmethod
-    def from_pretrained(cls, folder: str | Path) -> Tokenizer:
-        """Gives the tokenizer in a folder holding vocab.txt and, optionally, tokenizer_config.json."""
-        folder = Path(folder)
+    def from_pretrained(cls, folder: str | Path, *, revision: str | None = None) -> Tokenizer:
+        """Gives the tokenizer in a folder holding vocab.txt and, optionally, tokenizer_config.json (or of a
+        Hugging Face model name, at `revision`)."""
+        folder = resolve_model(folder, revision)
         if not folder.is_dir():
             raise BertkitError(f"{folder}: {'is a file, not a folder with vocab.txt' if folder.is_file() else 'no such folder'}")
         config_path, config = folder / "tokenizer_config.json", {}

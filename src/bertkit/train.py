@@ -111,13 +111,19 @@ def train(
     cfg: LoopConfig,
     run_dir: Path,
     ctx: distributed.Context,
-    evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+    evaluate: Callable[[nn.Module, int], dict[str, float]] | None = None,
     resume: bool = False,
     run_config: dict[str, Any] | None = None,
     clock: Clock | None = None,
+    stop_when: Callable[[list[dict[str, Any]]], bool] | None = None,
 ) -> LoopState:
     """Runs optimizer steps until `cfg.steps`, or until `clock`'s budget is spent; gives the final state.
-    Ctrl-C or SIGTERM saves and stops."""
+    Ctrl-C or SIGTERM saves and stops.
+
+    `evaluate(model, step)` runs on the main process every `cfg.eval_every` steps and at the end; its
+    scores go to the log and the history as eval_* rows. `stop_when(history)`, asked after each evaluation
+    (and on resuming), ends the run early when it says so: early stopping, decided from the history alone
+    so that a resumed run decides as the uninterrupted one did."""
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = run_dir / "checkpoints"
     state = LoopState()
@@ -134,6 +140,9 @@ def train(
             if clock is not None:
                 clock.elapsed = resumed.elapsed
             log.warning("resumed from %s at step %d", path, state.step)
+            if stop_when is not None and stop_when(state.history):
+                log.warning("the run had stopped early at step %d", state.step)
+                return state
     metrics_log = MetricsLog(run_dir, enabled=ctx.is_main, truncate_after=state.step)
 
     wrapped: nn.Module = model
@@ -185,14 +194,22 @@ def train(
                 if clock is not None and clock.fraction > 0:  # the steps the budget will allow at this pace
                     bar.total = min(cfg.steps, max(state.step, round(state.step / clock.fraction)))
                     bar.refresh()
-            if evaluate is not None and ctx.is_main and ((cfg.eval_every and state.step % cfg.eval_every == 0) or done):
-                model.eval()
-                with torch.inference_mode(), torch.autocast(ctx.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-                    result = evaluate(model)
-                model.train()
-                row = {"step": state.step, **{f"eval_{k}": v for k, v in result.items()}}
-                metrics_log.write(row)
-                state.history.append(row)
+            if evaluate is not None and ((cfg.eval_every and state.step % cfg.eval_every == 0) or done):
+                stop_early = False
+                if ctx.is_main:
+                    model.eval()
+                    with torch.inference_mode(), torch.autocast(ctx.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                        result = evaluate(model, state.step)
+                    model.train()
+                    row = {"step": state.step, **{f"eval_{k}": v for k, v in result.items()}}
+                    metrics_log.write(row)
+                    state.history.append(row)
+                    stop_early = stop_when is not None and stop_when(state.history)
+                if stop_when is not None and ctx.world_size > 1:  # the main process decided; all stop together
+                    stop_early = bool(distributed.all_reduce_sum(torch.tensor([float(stop_early)], device=ctx.device)).item() > 0)
+                if stop_early and not done:
+                    log.warning("early stopping at step %d", state.step)
+                    done = True
             # Under torchrun the processes agree to stop through a collective: only at log steps.
             stop = stopper.requested(ctx) if ctx.world_size == 1 or state.step % cfg.log_every == 0 or done else False
             if done or stop or (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0):

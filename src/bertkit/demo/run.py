@@ -240,7 +240,7 @@ def _finetune(src: Path, out: Path, task: str, init: str, cfg: DemoSettings) -> 
         "train.seed": cfg.seed, "train.progress": cfg.progress,
     })
     summary = finetune(ft, resume=True)
-    return {"metric": summary["main_metric"], "dev": summary["best"]["dev"], "seconds": summary["runs"][0]["seconds"]}
+    return {"metric": summary["metric"], "dev": summary["best"]["dev"], "seconds": summary["runs"][0]["seconds"]}
 
 
 def _compare(src: Path, out: Path, task: str, cfg: DemoSettings) -> dict[str, Any]:

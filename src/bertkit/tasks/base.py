@@ -83,7 +83,8 @@ class Task(Protocol):
 
     name: str  # "classify" | "pair" | "qa" | "ner"
     architecture: str  # the model class to fine-tune, by its name in bertkit and transformers (bertkit.heads)
-    main_metric: str  # the key of `score` that picks the best checkpoint
+    main_metric: str  # the key of `score` that picks the best checkpoint, unless fine-tuning is told another
+    metric_names: tuple[str, ...]  # the keys of `score` (NER adds per-type ones, "f1/PER")
     problem_type: str | None  # for BertConfig.with_labels: "regression" or None
     outputs: tuple[str, ...]  # the model outputs `decode` reads, by their names on the model's output
     per_token: bool  # those outputs come per token, (B, T, ...), rather than per row, (B, ...)

@@ -77,6 +77,10 @@ class ClassifyTask:
         return "regression" if self.regression else None
 
     @property
+    def metric_names(self) -> tuple[str, ...]:
+        return ("pearson", "spearman", "corr", "mse") if self.regression else ("accuracy", "f1", "mcc")
+
+    @property
     def model_options(self) -> dict[str, Any]:
         return {}
 

@@ -120,6 +120,7 @@ class NERTask:
     problem_type: str | None = None
     outputs: tuple[str, ...] = ("logits",)
     per_token: bool = True
+    metric_names: tuple[str, ...] = ("precision", "recall", "f1")  # also per entity type: "f1/PER", ...
 
     def __post_init__(self) -> None:
         if self.scheme not in (None, "BIO", "BIOES"):

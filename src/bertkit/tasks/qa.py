@@ -124,6 +124,7 @@ class QATask:
     outputs: tuple[str, ...] = ("start_logits", "end_logits")
     per_token: bool = True
     per_token_loss: bool = False  # a start and an end per window
+    metric_names: tuple[str, ...] = ("exact_match", "f1")
 
     @property
     def model_options(self) -> dict[str, Any]:
