@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     # a smoke run measures a smaller matmul, twice: its MFUs are rough
     gemm = {"repeats": 2, "shapes": ((2048, 1024, 2048),)} if args.quick else {"repeats": 8, "shapes": GEMM_SHAPES}
     gemm["bf16_linear"] = True  # gemm_peak in bf16 takes the better of torch.matmul and autocast's linear
-    peaks = {"fp32": gemm_peak(torch.float32, **gemm), "bf16": gemm_peak(torch.bfloat16, **gemm)}
+    peaks = {p: gemm_peak(dtype, gemm["repeats"], gemm["shapes"]) for p, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
     onednn = onednn_fp32_peak(gemm["repeats"])
     log("GEMM peak: " + ", ".join(f"{p} {v / 1e9:,.0f} GFLOP/s" for p, v in peaks.items())
         + f"; oneDNN fp32 linear {onednn / 1e9:,.0f} GFLOP/s")
