@@ -63,6 +63,7 @@ def build_fixtures(root: Path) -> dict[str, Path]:
     write("latin1.txt", "caf\xe9 au lait\n\nsecond paragraph here. And another one.\n".encode("latin-1"))
     write("bad.conll", "EU B-ORG\nrejects O extra column\n\n")
     write("bad.jsonl", '{"sentence1": "a", "sentence2": "b", "label": "x"}\nnot json\n')
+    write("multi.jsonl", '{"text": "a goal", "labels": ["sport"]}\n{"text": "bread", "labels": ["food", "money"]}\n')
     write("no-answer.json", json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "Cats sleep.", "qas": [
         {"id": "q1", "question": "Who?", "answers": [{"text": "dogs", "answer_start": 0}]}]}]}]}))
     write("config-unknown.toml", "[optim]\nlrr = 1e-4\n")
@@ -123,6 +124,10 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("finetune", "no training file given", ["finetune", "--task", "classify", "--model", "{model}", "--dev", "{train.tsv}", "--out", "{root}/f11"], "no training file: give --train FILE"),
     ("finetune", "unknown config key", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f12", "--config", "{config-unknown.toml}"], "unknown key optim.lrr (did you mean optim.lr?)"),
     ("finetune", "a setting for another task", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f13", "--crf"], "task.crf, task.constrained and task.scheme are for ner only"),
+    ("finetune", "a metric the task does not report", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f14", "--metric", "pearson"], "--metric pearson: the classify task reports accuracy, f1, mcc"),
+    ("finetune", "class weights, not one a label", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f15", "--class-weights", "1,2"], "expected 6 positive numbers, one for each label in order"),
+    ("finetune", "multi-label data without --multi-label", ["finetune", "--model", "{model}", "--train", "{multi.jsonl}", "--dev", "{multi.jsonl}", "--out", "{root}/f16"], "the label is a list ['sport']: multi-label data; fine-tune it with --multi-label"),
+    ("finetune", "--label-sep without --multi-label", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f17", "--label-sep", "|"], "--label-sep is for --multi-label"),
     ("export", "missing model folder", ["export", "--model", "{missing}", "--out", "{root}/e1"], "missing.tsv: no such model folder"),
     ("export", "an opset the exporter cannot write", ["export", "--model", "{classifier}", "--out", "{root}/e2", "--opset", "13"], "--opset must be 18 or more"),
     ("export", "unknown quantization", ["export", "--model", "{classifier}", "--out", "{root}/e3", "--quantize", "int4"], "invalid choice: 'int4'"),

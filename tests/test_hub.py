@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bertkit.hub import is_hub_name
 
@@ -77,6 +78,18 @@ def test_finetune_and_the_python_api_take_a_hub_name(tmp_path: Path, shared_data
     assert run.returncode == 0, run.stderr
     meta = json.loads((tmp_path / "out/model/bertkit_task.json").read_text())
     assert meta["settings"]["base_model"] == NAME and meta["settings"]["revision"] == COMMIT
+    # its model card, in Hugging Face's format: YAML metadata, then what it is, its scores, the command that made it
+    card = (tmp_path / "out/model/README.md").read_text()
+    front, body = card.split("---\n")[1:3]
+    front = yaml.safe_load(front)
+    assert front["library_name"] == "bertkit" and front["pipeline_tag"] == "text-classification"
+    assert front["base_model"] == NAME and "bert" in front["tags"]
+    results = json.loads((tmp_path / "out/results.json").read_text())
+    assert {m["name"]: m["value"] for m in front["model-index"][0]["results"][0]["metrics"]} == pytest.approx(
+        {f"dev {k}": v for k, v in results["best"]["dev"].items()}, rel=1e-3)
+    assert f"from `{NAME}` at revision `{COMMIT}`" in body and "- Labels (2): `0`, `1`" in body
+    assert f"bertkit finetune --model {NAME} --revision {COMMIT} --train {train}" in body
+    assert f"| dev | {results['best']['dev']['accuracy']:.2f} |" in body
     script = ("import bertkit\n"
               f"m = bertkit.BertModel.from_pretrained({NAME!r}, revision={OLDER!r})\n"
               f"t = bertkit.Tokenizer.from_pretrained({NAME!r})\n"

@@ -102,6 +102,19 @@ def test_conll_schemes_docstart_and_nfkc(shared_data: Path):
     assert [e.tags for e in msra] == [e.tags for e in raw]
 
 
+def test_bmes_and_bilou_read_as_bioes(tmp_path: Path):
+    bioes = read_conll(_write(tmp_path / "bioes.txt", "小 B-PER\n明 E-PER\n在 O\n京 S-LOC\n\n北 B-ORG\n大 I-ORG\n学 E-ORG\n"))
+    bmes = read_conll(_write(tmp_path / "bmes.txt", "小 B-PER\n明 E-PER\n在 O\n京 S-LOC\n\n北 B-ORG\n大 M-ORG\n学 E-ORG\n"))
+    bilou = read_conll(_write(tmp_path / "bilou.txt", "小 B-PER\n明 L-PER\n在 O\n京 U-LOC\n\n北 B-ORG\n大 I-ORG\n学 L-ORG\n"))
+    assert bmes.scheme == bilou.scheme == bioes.scheme == "BIOES"
+    assert [e.tags for e in bmes] == [e.tags for e in bilou] == [e.tags for e in bioes]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def test_split_is_fixed_disjoint_and_complete(shared_data: Path):
     data = read_table(shared_data / "waimai_10k" / "waimai_10k.csv", fields=("text", "label"))
     train, dev, test = split(data, (0.8, 0.1, 0.1), seed=13)

@@ -129,6 +129,8 @@ def _read_options(args: argparse.Namespace) -> dict:
         opts["normalize"] = args.normalize
     if args.skip_bad_rows:
         opts["bad_rows"] = "skip"
+    if getattr(args, "label_sep", None):
+        opts["label_sep"] = args.label_sep
     return opts
 
 
@@ -168,7 +170,9 @@ FINETUNE_FLAGS = {
     "regression": "task.regression", "scheme": "task.scheme", "doc_stride": "task.doc_stride", "crf": "task.crf",
     "constrained": "task.constrained", "metric": "train.metric", "eval_every": "train.eval_every",
     "early_stopping": "train.early_stopping", "accumulation": "train.accumulation",
-    "gradient_checkpointing": "train.gradient_checkpointing",
+    "gradient_checkpointing": "train.gradient_checkpointing", "multi_label": "task.multi_label",
+    "threshold": "task.threshold", "tune_thresholds": "task.tune_thresholds", "label_sep": "data.label_sep",
+    "class_weights": "train.class_weights", "null_threshold": "task.null_threshold",
 }
 
 
@@ -411,8 +415,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="keep finished grid runs, continue the unfinished one")
     _add_read_options(p)
     p.add_argument("--regression", action="store_true", default=None, help="classify/pair: predict a score (labels are numbers)")
+    p.add_argument("--multi-label", action="store_true", default=None,
+                   help="classify/pair: any number of labels an example (a JSON list in JSON lines, or joined by "
+                        "--label-sep in a TSV/CSV cell); a sigmoid each, binary cross-entropy")
+    p.add_argument("--threshold", type=float, help="multi-label: predict a label from this probability (default 0.5)")
+    p.add_argument("--tune-thresholds", action="store_true", default=None,
+                   help="multi-label: tune each label's threshold on dev (its best F1) and save them with the model")
+    p.add_argument("--class-weights", metavar="auto|W1,W2,...",
+                   help="classify/pair: weight the loss by class, 'auto' (balanced) or one weight a label in label order")
     p.add_argument("--scheme", choices=["BIO", "BIOES"], help="ner: tagging scheme to learn (default: the file's)")
     p.add_argument("--doc-stride", type=int, help="qa: tokens between passage windows (default 128)")
+    p.add_argument("--null-threshold", type=float,
+                   help="qa with unanswerable questions (SQuAD 2.0): answer nothing when the null score beats the best "
+                        "span by more than this (default: the threshold with the best dev F1, searched after training)")
     p.add_argument("--crf", action="store_true", default=None, help="ner: a CRF layer over the tags (Viterbi decoding)")
     p.add_argument("--constrained", action="store_true", default=None,
                    help="ner without --crf: decode the most probable tag sequence the scheme allows (well-formed "
@@ -558,6 +573,7 @@ def _add_read_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--normalize", choices=["NFKC"], help="ner: normalize words (e.g. full-width digits)")
     g.add_argument("--skip-bad-rows", action="store_true", default=None,
                    help="skip and count malformed rows instead of stopping")
+    g.add_argument("--label-sep", help="multi-label TSV/CSV: what joins the labels in a cell (default ',')")
 
 
 def _add_inference_options(p: argparse.ArgumentParser) -> None:

@@ -44,7 +44,7 @@ class BertConfig:
     """BERT's hyperparameters, named as in Google's `bert_config.json` and Hugging Face's `config.json`.
 
     Task models also carry their labels (`id2label`) and, for classification, `problem_type`
-    ("single_label_classification" or "regression").
+    ("single_label_classification", "multi_label_classification" or "regression").
     """
 
     vocab_size: int = 30522
@@ -88,7 +88,7 @@ class BertConfig:
         object.__setattr__(self, "id2label", {int(k): str(v) for k, v in sorted(self.id2label.items(), key=lambda kv: int(kv[0]))})
         if list(self.id2label) != list(range(len(self.id2label))):
             raise BertkitError(f"config field id2label must be numbered 0..{len(self.id2label) - 1}, got {list(self.id2label)}")
-        if self.problem_type not in (None, "single_label_classification", "regression"):
+        if self.problem_type not in (None, "single_label_classification", "multi_label_classification", "regression"):
             raise BertkitError(f"config field problem_type {self.problem_type!r} is not supported")
 
     @property

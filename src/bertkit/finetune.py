@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from . import distributed, settings
@@ -36,8 +37,9 @@ from .folders import TASK_FILE, read_task_file
 from .heads import MODEL_CLASSES, to_tensors
 from .hub import resolve_model
 from .model import Pretrained
+from .modelcard import write_model_card
 from .optim import OptimSettings, build_optimizer, linear_schedule, warmup_steps_for
-from .predict import evaluate_task
+from .predict import evaluate_task, infer
 from .settings import check
 from .tasks import TASKS, Features, Task, get_task
 from .tokenizer import Tokenizer
@@ -56,6 +58,10 @@ class TaskSettings:
     crf: bool = False  # ner: a CRF over the tags (Viterbi decoding)
     constrained: bool = False  # ner without a CRF: the most probable tag sequence the scheme allows
     doc_stride: int | None = None  # qa: tokens between passage windows (default 128)
+    multi_label: bool = False  # classify/pair: any number of labels an example, a sigmoid each (BCE)
+    threshold: float | None = None  # multi-label: a label is predicted from this probability (default 0.5)
+    tune_thresholds: bool = False  # multi-label: each label's threshold tuned on dev for its best F1, saved with the model
+    null_threshold: float | None = None  # qa on SQuAD 2.0 data: no answer above this null-score difference (default: searched on dev)
 
     def __post_init__(self) -> None:
         check(self.name in TASKS, f"task.name must be one of {', '.join(TASKS)}, got {self.name!r}")
@@ -65,11 +71,19 @@ class TaskSettings:
         check(not (self.crf or self.constrained or self.scheme) or self.name == "ner",
               "task.crf, task.constrained and task.scheme are for ner only")
         check(self.doc_stride is None or self.name == "qa", "task.doc_stride is for qa only")
+        check(not self.multi_label or (self.name in ("classify", "pair") and not self.regression),
+              "--multi-label is for classify and pair (not with --regression)")
+        check(self.multi_label or (self.threshold is None and not self.tune_thresholds),
+              "--threshold and --tune-thresholds are for --multi-label")
+        check(self.null_threshold is None or self.name == "qa", "--null-threshold is for qa")
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of `get_task`, as the task file keeps them: only what differs from the defaults."""
-        fields = {k: v for k, v in dataclasses.asdict(self).items() if k != "name"}
-        return {k: v for k, v in fields.items() if v not in (None, False)}
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("name", "null_threshold")}
+        options = {k: v for k, v in fields.items() if v is not None and v is not False}
+        if self.null_threshold is not None:  # given: used as it is, not searched
+            options |= {"null_score_diff_threshold": self.null_threshold, "search_null_threshold": False}
+        return options
 
 
 @dataclass(frozen=True)
@@ -84,11 +98,13 @@ class DataSettings:
     header: bool | None = None  # classify/pair: whether the table has a header row (default: detected)
     normalize: str | None = None  # ner: "NFKC" normalizes the words (e.g. full-width digits), also at predict
     skip_bad_rows: bool = False  # skip and count malformed rows instead of stopping
+    label_sep: str | None = None  # multi-label TSV/CSV: what joins the labels in a cell (default ",")
 
     def read_options(self) -> dict[str, Any]:
         """The keyword arguments of the task's reader."""
         opts: dict[str, Any] = {"format": self.format, "columns": self.columns, "header": self.header,
-                                "normalize": self.normalize, "bad_rows": "skip" if self.skip_bad_rows else None}
+                                "normalize": self.normalize, "bad_rows": "skip" if self.skip_bad_rows else None,
+                                "label_sep": self.label_sep}
         return {k: v for k, v in opts.items() if v is not None}
 
 
@@ -102,6 +118,7 @@ class TrainSettings:
     eval_every: int = 0  # updates between dev evaluations; 0: after every epoch
     metric: str | None = None  # the dev score that picks the checkpoint and the grid run (default: the task's)
     early_stopping: int = 0  # > 0: stop a run after this many evaluations without a better metric
+    class_weights: str | None = None  # classify/pair: "auto" (n / (classes x n_c)) or "w1,w2,..." in label order
     seed: int = 42
     precision: str = "fp32"  # fp32 | bf16 | fp16 (CUDA)
     device: str = "auto"
@@ -153,6 +170,10 @@ class FinetuneSettings:
                                        (self.data.dev, "dev file", "--dev FILE", "data.dev")):
             check(value is not None, f"no {what}: give {flag} (or {key} in a --config file)")
         check(self.optim.name == "adamw", f"fine-tuning uses adamw, got optim.name={self.optim.name!r}")
+        check(self.data.label_sep is None or self.task.multi_label, "--label-sep is for --multi-label")
+        check(self.train.class_weights is None or (self.task.name in ("classify", "pair") and not self.task.regression
+                                                   and not self.task.multi_label),
+              "--class-weights is for single-label classify and pair")
 
     def points(self) -> list[tuple[int, float, int]]:
         """(batch size, learning rate, epochs) of every run."""
@@ -209,22 +230,43 @@ class EpochBatches:
 
 
 class TaskObjective:
-    """The task model's own loss, averaged over the examples (or, for tagging, the labelled tokens)."""
+    """The task model's own loss, averaged over the examples (or, for tagging, the labelled tokens). With
+    class weights, the weighted cross-entropy averaged over the weights, as PyTorch's `weight=` mean."""
 
     loss_terms = ("loss",)
     per = {"loss": "n"}
 
-    def __init__(self, per_token: bool):
-        self.per_token = per_token
+    def __init__(self, per_token: bool, class_weights: torch.Tensor | None = None):
+        self.per_token, self.class_weights = per_token, class_weights
 
     def counts(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if self.per_token:
             return {"n": (batch["labels"] != IGNORE).sum()}
+        if self.class_weights is not None:
+            return {"n": self.class_weights[batch["labels"]].sum()}
         return {"n": torch.tensor(batch["input_ids"].shape[0], device=batch["input_ids"].device)}
 
     def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = model(**batch)
+        if self.class_weights is not None:
+            return {"loss": F.cross_entropy(out.logits.float(), batch["labels"], weight=self.class_weights, reduction="sum")}
         return {"loss": out.loss * self.counts(batch)["n"]}
+
+
+def class_weights(spec: str, features: Features) -> list[float]:
+    """"auto": n / (classes x n_c) for each class c (scikit-learn's "balanced"); else the weights given, one a label."""
+    labels = features.labels
+    if spec == "auto":
+        counts = np.bincount([row["labels"] for row in features.rows], minlength=len(labels))
+        return [len(features) / (len(labels) * max(int(c), 1)) for c in counts]
+    try:
+        weights = [float(w) for w in spec.split(",")]
+    except ValueError:
+        raise BertkitError(f"--class-weights {spec!r}: expected auto or numbers, e.g. 1,3") from None
+    if len(weights) != len(labels) or min(weights) <= 0:
+        raise BertkitError(f"--class-weights {spec!r}: expected {len(labels)} positive numbers, one for each label "
+                           f"in order: {', '.join(labels)}")
+    return weights
 
 
 # ---- model selection ---------------------------------------------------------------------------------
@@ -327,12 +369,15 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "config.json", json.dumps(settings.to_dict(cfg), indent=2) + "\n")
 
+    weights = class_weights(cfg.train.class_weights, train_features) if cfg.train.class_weights else None
+    if weights is not None:
+        log.warning("class weights: %s", ", ".join(f"{label} {w:.3g}" for label, w in zip(labels, weights, strict=True)))
     points = cfg.points()
     results: list[RunResult] = []
     for bs, lr, epochs in points:
         run_dir = out / "runs" / f"bs{bs}-lr{lr:g}-ep{epochs}" if len(points) > 1 else out / "run"
         results.append(_one_run(cfg.at(bs, lr, epochs), base, task, metric, labels, train_features, dev_features, run_dir,
-                                ctx, resume))
+                                ctx, resume, weights))
         if ctx.is_main:
             _write_table(out, results, metric)
 
@@ -349,6 +394,9 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
         tmp = out / "model.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(best.path / "model", tmp)
+        tuned = _tune_on_dev(tmp, task, dev_features, cfg, ctx)
+        if tuned is not None:
+            summary["best"]["tuned"], summary["best"]["dev_tuned"] = tuned
         replace_dir(tmp, final)
         if cfg.data.test is not None:
             test_data = task.read(cfg.data.test, **read_options)
@@ -358,12 +406,15 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
             summary["test"], _ = evaluate_task(model, task, task.featurize(test_data, tok, label2id), cfg.train.eval_batch_size,
                                                cfg.train.precision)
         atomic_write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
+        write_model_card(final, read_task_file(final), summary,
+                         {"train": str(cfg.data.train), "dev": str(cfg.data.dev), "test": cfg.data.test and str(cfg.data.test)})
     distributed.barrier()
     return summary
 
 
 def _one_run(cfg: FinetuneSettings, base: Path, task: Task, metric: str, labels: list[str], train_features: Features,
-             dev_features: Features, run_dir: Path, ctx: distributed.Context, resume: bool) -> RunResult:
+             dev_features: Features, run_dir: Path, ctx: distributed.Context, resume: bool,
+             weights: list[float] | None = None) -> RunResult:
     """One fine-tuning run; its best checkpoint by `metric` is kept in run_dir/model, written at each evaluation
     that beats the one before."""
     t, o = cfg.train, cfg.optim
@@ -408,7 +459,8 @@ def _one_run(cfg: FinetuneSettings, base: Path, task: Task, metric: str, labels:
         return scores
 
     t0 = time.perf_counter()
-    state = train(model, TaskObjective(per_token=task.per_token_loss), batches, optimizer, scheduler, loop, run_dir, ctx,
+    objective = TaskObjective(task.per_token_loss, None if weights is None else torch.tensor(weights, device=ctx.device))
+    state = train(model, objective, batches, optimizer, scheduler, loop, run_dir, ctx,
                   evaluate=evaluate, resume=resume, stop_when=selection.stop,
                   run_config={"batch_size": t.batch_size, "lr": o.lr, "epochs": t.epochs, "seed": t.seed})
     seconds = time.perf_counter() - t0
@@ -423,6 +475,25 @@ def _one_run(cfg: FinetuneSettings, base: Path, task: Task, metric: str, labels:
                 t.epochs, metric, dev[metric], chosen["step"], chosen["epoch"],
                 ", ".join(f"{k} {v:.2f}" for k, v in dev.items()), seconds)
     return RunResult(t.batch_size, o.lr, t.epochs, dev, chosen["step"], chosen["epoch"], seconds, run_dir, state.history)
+
+
+def _tune_on_dev(model_dir: Path, task: Task, dev: Features, cfg: FinetuneSettings,
+                 ctx: distributed.Context) -> tuple[dict[str, Any], dict[str, float]] | None:
+    """Decoding settings the task tunes on dev for the kept model (multi-label thresholds; SQuAD 2.0's null-score
+    threshold), written into its task options; gives them and the dev scores with them (optimistic: tuned on dev)."""
+    model = MODEL_CLASSES[task.architecture].from_pretrained(model_dir).to(ctx.device)
+    outputs = infer(model, task, dev, cfg.train.eval_batch_size, cfg.train.precision)
+    found = task.tuned_options(dev, outputs)
+    if not found:
+        return None
+    meta = read_task_file(model_dir)
+    meta["task_options"] |= found
+    tuned = get_task(task.name, **meta["task_options"])
+    scores = tuned.score(dev.data, tuned.decode(dev, outputs))
+    meta["dev_tuned"] = scores
+    atomic_write_text(model_dir / TASK_FILE, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    log.warning("tuned on dev: %s; dev %s", json.dumps(found), ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
+    return found, scores
 
 
 def save_finetuned(model: Pretrained, tok: Tokenizer, directory: Path, task: Task, labels: list[str],

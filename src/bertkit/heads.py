@@ -54,7 +54,10 @@ def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_type: str | None) -> torch.Tensor:
-    """Cross-entropy over classes, or mean squared error when the task is regression (one output)."""
+    """Cross-entropy over classes; mean squared error when the task is regression (one output); for multi-label,
+    binary cross-entropy of every label's sigmoid, averaged over labels and examples (as transformers does)."""
+    if problem_type == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
     if problem_type == "regression" or logits.shape[-1] == 1:
         return F.mse_loss(logits.squeeze(-1).float(), labels.float())
     return F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(), ignore_index=IGNORE)

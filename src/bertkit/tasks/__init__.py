@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import BertkitError
 from .base import Dataset, Features, ReadReport, Task, pad_rows
 from .classify import ClassifyTask, ClassPrediction, TextExample, read_jsonl, read_table, read_texts
+from .multilabel import LabelSetPrediction, MultiLabelTask, tune_thresholds
 from .ner import NERTask, TagExample, TagPrediction, read_conll, with_scheme, words_of
 from .qa import Answer, QAExample, QAPrediction, QATask, read_squad
 from .readers import split
@@ -31,8 +32,11 @@ TASKS = ("classify", "pair", "qa", "ner")
 
 
 def get_task(name: str, **options: Any) -> Task:
-    """Gives the task named "classify", "pair", "qa" or "ner", built with `options` (e.g. regression=True)."""
+    """Gives the task named "classify", "pair", "qa" or "ner", built with `options` (e.g. regression=True;
+    multi_label=True gives the multi-label task of classify or pair)."""
     if name in ("classify", "pair"):
+        if options.pop("multi_label", False):
+            return MultiLabelTask(name=name, **options)
         return ClassifyTask(name=name, **options)
     if name == "qa":
         return QATask(**options)
@@ -48,6 +52,8 @@ __all__ = [
     "ClassifyTask",
     "Dataset",
     "Features",
+    "LabelSetPrediction",
+    "MultiLabelTask",
     "NERTask",
     "QAExample",
     "QAPrediction",
@@ -65,6 +71,7 @@ __all__ = [
     "read_table",
     "read_texts",
     "split",
+    "tune_thresholds",
     "with_scheme",
     "words_of",
 ]

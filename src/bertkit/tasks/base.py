@@ -99,6 +99,7 @@ class Task(Protocol):
     def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, np.ndarray]: ...
     def decode(self, features: Features, outputs: Any, **opts: Any) -> list[Any]: ...
     def score(self, data: Dataset, predictions: Sequence[Any]) -> dict[str, float]: ...
+    def tuned_options(self, features: Features, outputs: Any) -> dict[str, Any]: ...  # decoding settings tuned on dev
     def prediction_json(self, prediction: Any) -> dict[str, Any]: ...
     def inputs_from_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, **opts: Any) -> Dataset: ...
 
@@ -125,7 +126,9 @@ def pad_rows(rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, np.
         mask[i, :n] = 1
     for key in rows[0]:
         values = [r[key] for r in rows]
-        if isinstance(values[0], list):
+        if isinstance(values[0], np.ndarray):  # a vector a row (multi-label targets)
+            batch[key] = np.stack(values)
+        elif isinstance(values[0], list):
             pad = _PAD_VALUES.get(key, 0)
             out = np.full((B, T), pad_token_id if pad is None else pad, dtype=np.int64)
             for i, v in enumerate(values):

@@ -39,7 +39,7 @@ class TextExample:
 
     text: str
     pair: str | None
-    label: str | None
+    label: str | tuple[str, ...] | None  # a tuple: a JSON list of labels (multi-label data)
     line: int  # 1-based line in the source file (index + 1 for user text)
 
 
@@ -90,12 +90,18 @@ class ClassifyTask:
 
     def read(self, path: str | Path, **fmt: Any) -> Dataset:
         """Gives the examples of a TSV / CSV / JSON-lines file; `fmt` goes to `readers.read_texts`."""
+        if "label_sep" in fmt:
+            raise BertkitError("--label-sep is for multi-label data (a model fine-tuned with --multi-label)")
         return read_texts(path, fields=self.fields, **fmt)
 
     def labels(self, train: Dataset) -> list[str]:
         """Gives the training labels sorted (as numbers when all are integers); ["score"] for regression."""
         if self.regression:
             return ["score"]
+        listed = next((e for e in train if isinstance(e.label, tuple)), None)
+        if listed is not None:
+            raise BertkitError(f"{train.source} line {listed.line}: the label is a list {list(listed.label)}: "
+                               "multi-label data; fine-tune it with --multi-label")
         found = {e.label for e in train if e.label is not None}
         if not found:
             raise BertkitError(f"{train.source}: no labelled examples to learn labels from")
@@ -173,6 +179,10 @@ class ClassifyTask:
         labels = list(predictions[0].probabilities) if predictions else natural_sorted(set(gold))
         return classification_scores(gold, [str(p.label) for p in predictions], labels)
 
+    def tuned_options(self, features: Features, outputs: Any) -> dict[str, Any]:
+        """Nothing of this task is tuned on dev after training."""
+        return {}
+
     def prediction_json(self, prediction: ClassPrediction) -> dict[str, Any]:
         e = prediction.example
         out: dict[str, Any] = {"text": e.text}
@@ -242,10 +252,10 @@ def _resolve(
         out = _guess_columns(n_cols, fields, sample, path, require_pair)
     if "text" not in out:
         raise BertkitError(f"{path}: cannot tell which column holds the text; header {names}: "
-                           f"name it with columns={{'text': ...}}")
+                           f"name it with --columns text=NAME (columns={{'text': ...}} in Python)")
     if require_pair and "pair" not in out and columns is None:
         raise BertkitError(f"{path}: cannot tell which column holds the second text of the pair; header "
-                           f"{names}: name it with columns={{'pair': ...}}")
+                           f"{names}: name it with --columns pair=NAME (columns={{'pair': ...}} in Python)")
     return out
 
 
@@ -282,8 +292,8 @@ def _row_example(cells: list[str], at: dict[str, int], line: int) -> TextExample
     return TextExample(cells[at["text"]].strip(), pair, label, line)
 
 
-def _keep(example: TextExample, report: ReadReport, place: str) -> bool:
-    if example.label is not None and example.label in NO_GOLD:
+def _keep(example: TextExample, report: ReadReport, place: str, no_gold: tuple[str, ...] = NO_GOLD) -> bool:
+    if isinstance(example.label, str) and example.label in no_gold:
         report.skip(f"no gold label ({example.label!r})", place)
         return False
     return True
@@ -297,6 +307,7 @@ def read_table(
     delimiter: str | None = None,
     header: bool | None = None,
     bad_rows: BadRows = "error",
+    no_gold: tuple[str, ...] = NO_GOLD,
 ) -> Dataset:
     """Gives the TextExamples of a TSV or CSV file.
 
@@ -310,7 +321,7 @@ def read_table(
         delimiter: "\\t" or ","; by default "," for .csv and otherwise a tab if the first line has one.
         header: whether the first line names the columns; by default it does when a cell is a known name.
         bad_rows: a row with the wrong number of columns is an "error" (BertkitError naming file and
-            line) or a counted "skip". Rows labelled "-" or "" are always a counted skip.
+            line) or a counted "skip". Rows labelled "-" or "" (`no_gold`) are always a counted skip.
 
     TSV is read without quoting (GLUE's and MSRP's texts hold bare quotes); CSV with standard quoting,
     so a quoted review may hold commas or span lines.
@@ -347,7 +358,7 @@ def read_table(
             bad_row(report, bad_rows, path, f"line {n}", "wrong number of columns", f": {len(cells)}, expected {n_cols}")
             continue
         example = _row_example(cells, at, n)
-        if _keep(example, report, f"line {n}"):
+        if _keep(example, report, f"line {n}", no_gold):
             examples.append(example)
     report.kept = len(examples)
     return Dataset(examples, report)
@@ -359,12 +370,14 @@ def read_jsonl(
     fields: Sequence[str] | None = None,
     columns: dict[str, str | None] | None = None,
     bad_rows: BadRows = "error",
+    no_gold: tuple[str, ...] = NO_GOLD,
 ) -> Dataset:
     """Gives the TextExamples of a JSON-lines file (one object a line, e.g. OCNLI's sentence1/2, label).
 
     `fields` and `columns` work as in `read_table`; by default the same names are looked for. A line
     that is not a JSON object, or lacks a mapped key, is an "error" (file and line named) or a counted
-    "skip"; a label "-" (no gold) is always a counted skip. Blank lines are ignored.
+    "skip"; a label "-" (no gold) is always a counted skip. A label that is a JSON list (multi-label
+    data) becomes a tuple of strings. Blank lines are ignored.
     """
     path = Path(path)
     lines = text_lines(read_text(path))
@@ -393,10 +406,10 @@ def read_jsonl(
         example = TextExample(
             str(obj[keys["text"]]).strip(),
             str(obj[keys["pair"]]).strip() if "pair" in keys else None,
-            None if label is None else str(label).strip(),
+            None if label is None else tuple(str(x).strip() for x in label) if isinstance(label, list) else str(label).strip(),
             n,
         )
-        if _keep(example, report, f"line {n}"):
+        if _keep(example, report, f"line {n}", no_gold):
             examples.append(example)
     if keys is None and not report.total_skipped:
         raise BertkitError(f"{path}: file is empty")
@@ -421,10 +434,10 @@ def _json_keys(obj: dict[str, Any], columns: dict[str, str | None] | None, field
             keys[f] = str(wanted)
     if "text" not in keys:
         raise BertkitError(f"{path} line {line}: cannot tell which key holds the text among {list(obj)}; "
-                           f"name it with columns={{'text': ...}}")
+                           f"name it with --columns text=NAME (columns={{'text': ...}} in Python)")
     if require_pair and "pair" not in keys and columns is None:
         raise BertkitError(f"{path} line {line}: cannot tell which key holds the second text among {list(obj)}; "
-                           f"name it with columns={{'pair': ...}}")
+                           f"name it with --columns pair=NAME (columns={{'pair': ...}} in Python)")
     return keys
 
 

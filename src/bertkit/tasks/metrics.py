@@ -100,6 +100,29 @@ def classification_scores(gold: Sequence[str], pred: Sequence[str], labels: Sequ
     return scores
 
 
+def multilabel_scores(gold: Sequence[frozenset[str]], pred: Sequence[frozenset[str]], labels: Sequence[str]) -> dict[str, float]:
+    """Gives micro-F1 (over every (example, label) decision), macro-F1 (the mean of every label's F1, 0 for a label
+    neither gold nor predicted, as scikit-learn's default) and subset accuracy (the whole set right), in percent."""
+    tp = {label: 0 for label in labels}
+    fp, fn = dict(tp), dict(tp)
+    for g, p in zip(gold, pred, strict=True):
+        for label in p & g:
+            tp[label] += 1
+        for label in p - g:
+            fp[label] += 1
+        for label in g - p:
+            fn[label] += 1
+
+    def f1(t: int, f_p: int, f_n: int) -> float:
+        return 100.0 * 2 * t / (2 * t + f_p + f_n) if t + f_p + f_n else 0.0
+
+    return {
+        "micro_f1": f1(sum(tp.values()), sum(fp.values()), sum(fn.values())),
+        "macro_f1": float(np.mean([f1(tp[x], fp[x], fn[x]) for x in labels])) if labels else 0.0,
+        "subset_accuracy": 100.0 * float(np.mean([g == p for g, p in zip(gold, pred, strict=True)])) if gold else 0.0,
+    }
+
+
 def regression_scores(gold: Sequence[float], pred: Sequence[float]) -> dict[str, float]:
     """Gives Pearson and Spearman correlation (percent), their mean, and the mean squared error."""
     p, s = pearson(gold, pred), spearman(gold, pred)

@@ -231,6 +231,10 @@ class NERTask:
             gold = [list(e.tags) for e in with_scheme(data, strict)]
         return entity_scores(gold, [p.tags for p in predictions], strict_scheme=strict)
 
+    def tuned_options(self, features: Features, outputs: Any) -> dict[str, Any]:
+        """Nothing of this task is tuned on dev after training."""
+        return {}
+
     def prediction_json(self, prediction: TagPrediction) -> dict[str, Any]:
         """Gives the words, their tags, and the entities with their text and character span in the text."""
         e = prediction.example
@@ -324,6 +328,9 @@ def _viterbi(scores: TagScores, per_row: list[np.ndarray]) -> list[list[int]]:
 # ---- reading CoNLL files, splitting user text ---------------------------------------------------------
 
 
+_BIOES_ALIASES = {"M-": "I-", "L-": "E-", "U-": "S-"}
+
+
 def read_conll(
     path: str | Path,
     *,
@@ -339,7 +346,8 @@ def read_conll(
     `-DOCSTART-` lines are skipped. `delimiter` is a tab when the first word line has one, else any
     whitespace. `scheme` names the file's tag scheme (IOB1, BIO, BIOES); by default it is detected
     (CoNLL-2003 is IOB1). `normalize="NFKC"` maps full-width digits and letters to half-width, as
-    MSRA's test file needs to match its training file. A line with the wrong number of columns, or a
+    MSRA's test file needs to match its training file. BMES's M- and BILOU's L- and U- tags are read
+    as BIOES's I-, E- and S-. A line with the wrong number of columns, or a
     tag that is not O / B-X / I-X / E-X / S-X, is an "error" naming file and line, or with
     `bad_rows="skip"` drops its whole sentence, counted.
     """
@@ -383,6 +391,8 @@ def read_conll(
             broken = True
             continue
         tag = cells[tag_column].strip()
+        if tag[:2] in _BIOES_ALIASES:  # BMES and BILOU are BIOES by other letters
+            tag = _BIOES_ALIASES[tag[:2]] + tag[2:]
         if tag not in valid_tags:
             if not check_tag(tag):
                 bad_row(report, bad_rows, path, f"line {n}", "malformed tag", f" {tag!r} (expected O or B-/I-/E-/S-TYPE)")

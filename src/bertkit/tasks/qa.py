@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import BertkitError
 from ..text import has_cjk
 from .base import Dataset, Features, ReadReport, output_rows, pad_rows
-from .metrics import cmrc_scores, squad_scores
+from .metrics import cmrc_scores, squad_f1, squad_normalize, squad_scores
 from .readers import read_text
 
 
@@ -78,6 +78,23 @@ class QAPrediction:
     nbest: list[dict[str, Any]]  # text, start, end, score, probability; best first
 
 
+def best_null_threshold(data: Dataset, predictions: Sequence[QAPrediction]) -> float:
+    """The threshold on null_score_diff (no answer when the difference is above it) with the best total F1,
+    as the official evaluate-v2.0.py's find_best_thresh: every question starts unanswered; taken in order of
+    rising difference, each switches to its best span, and the threshold is the difference at which the
+    total F1 was highest (0.0 when no switch beats answering nothing, as there)."""
+    golds = [[g for g in e.gold_texts if squad_normalize(g)] or [""] for e in data]
+    f1_null = [float(gold == [""]) for gold in golds]
+    total = best = sum(f1_null)
+    threshold = 0.0
+    order = sorted((p.null_score_diff, i) for i, p in enumerate(predictions) if p.null_score_diff is not None and p.nbest)
+    for diff, i in order:
+        total += max(squad_f1(predictions[i].nbest[0]["text"], g, v2=True) for g in golds[i]) - f1_null[i]
+        if total > best:
+            best, threshold = total, diff
+    return float(threshold)
+
+
 def windows(n_tokens: int, max_tokens: int, stride: int) -> list[tuple[int, int]]:
     """Gives (start, length) of each context window, as run_squad.py's doc_spans (one empty window if n is 0)."""
     spans: list[tuple[int, int]] = []
@@ -117,6 +134,7 @@ class QATask:
     n_best_size: int = 20
     max_answer_length: int = 30
     null_score_diff_threshold: float = 0.0
+    search_null_threshold: bool = True  # v2: fine-tuning searches the threshold on dev (`tuned_options`)
     version_2: bool | None = None
     language: str = "auto"
     architecture: str = "BertForQuestionAnswering"
@@ -242,6 +260,14 @@ class QATask:
         if diff is not None and diff > threshold:
             return QAPrediction(example, "", -1, -1, null, diff, nbest)
         return QAPrediction(example, best["text"], best["start"], best["end"], best["score"], diff, nbest)
+
+    def tuned_options(self, features: QAFeatures, outputs: Any) -> dict[str, Any]:
+        """v2 data: the null-score threshold that gives the best F1 on these (dev) questions, searched as the
+        official evaluate-v2.0.py's find_best_thresh; {} for v1 data or when the threshold was fixed."""
+        if not (features.version_2 and self.search_null_threshold):
+            return {}
+        predictions = self.decode(features, outputs)
+        return {"null_score_diff_threshold": best_null_threshold(features.data, predictions)}
 
     def score(self, data: Dataset, predictions: Sequence[QAPrediction]) -> dict[str, float]:
         """Gives exact_match and f1 (percent): SQuAD's official ones, or CMRC 2018's for Chinese contexts."""

@@ -58,7 +58,7 @@ def text_lines(text: str) -> list[str]:
 def bad_row(report: ReadReport, bad_rows: BadRows, path: Path, place: str, kind: str, detail: str = "") -> None:
     """Raises BertkitError for a bad row, or counts it as skipped (by `kind`) when `bad_rows="skip"`."""
     if bad_rows == "error":
-        raise BertkitError(f"{path} {place}: {kind}{detail} (pass bad_rows='skip' to skip such rows)")
+        raise BertkitError(f"{path} {place}: {kind}{detail} (--skip-bad-rows skips such rows; bad_rows='skip' in Python)")
     report.skip(kind, place)
 
 

@@ -1,0 +1,83 @@
+"""OUT/model/README.md: a model card in Hugging Face's format (YAML metadata, then prose) for a fine-tuned
+model: the task and its labels, the data it was trained and scored on, its dev and test scores, the
+command that made it and the bertkit version."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .fileio import atomic_write_text
+
+PIPELINE_TAGS = {"classify": "text-classification", "pair": "text-classification", "qa": "question-answering",
+                 "ner": "token-classification"}
+FAMILIES = {"classify": "single-sentence classification", "pair": "sentence-pair classification",
+            "qa": "extractive question answering", "ner": "named-entity recognition (sequence labelling)"}
+
+
+def command_line() -> str | None:
+    """The bertkit command being run, as a user would type it; None when bertkit is called from Python."""
+    argv = list(sys.argv)
+    if not argv or Path(argv[0]).name not in ("bertkit", "cli.py", "__main__.py"):
+        return None
+    return shlex.join(["bertkit", *argv[1:]])
+
+
+def version() -> str:
+    try:
+        return metadata.version("bertkit")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _yaml_value(v: Any) -> str:
+    return json.dumps(v, ensure_ascii=False)  # JSON scalars and lists are YAML
+
+
+def write_model_card(directory: Path, meta: dict[str, Any], summary: dict[str, Any], data: dict[str, str | None]) -> str:
+    """Gives (and writes to directory/README.md) the card of a fine-tuned model: `meta` is its task file,
+    `summary` fine-tuning's results (best run, test scores), `data` the train/dev/test files."""
+    task, settings = meta["task"], meta["settings"]
+    family = FAMILIES[task] + (" (multi-label)" if meta["task_options"].get("multi_label") else "")
+    family += " (regression)" if meta["task_options"].get("regression") else ""
+    best = summary["best"]
+    header = ["---", "library_name: bertkit", f"pipeline_tag: {PIPELINE_TAGS[task]}",
+              f"base_model: {_yaml_value(str(settings['base_model']))}", "tags:", "- bert", "- bertkit", f"- {task}"]
+    metrics = [(split, name, value) for split, scores in (("dev", best["dev"]), ("test", summary.get("test", {})))
+               for name, value in scores.items() if isinstance(value, float)]
+    if metrics:
+        header += ["model-index:", f"- name: {_yaml_value(directory.resolve().parent.name)}", "  results:",
+                   f"  - task: {{type: {PIPELINE_TAGS[task]}}}", "    metrics:"]
+        header += [f"    - {{type: {name}, value: {value:.4g}, name: {split} {name}}}" for split, name, value in metrics]
+    header.append("---")
+    labels, name = meta["labels"], directory.resolve().parent.name
+    architecture = json.loads((directory / "config.json").read_text(encoding="utf-8"))["architectures"][0]
+    body = [
+        f"# {name}", "",
+        f"A BERT fine-tuned with bertkit {version()} for {family}, from `{settings['base_model']}`"
+        + (f" at revision `{settings['revision']}`" if settings.get("revision") else "") + ".", "",
+        f"- Labels ({len(labels)}): " + ", ".join(f"`{label}`" for label in labels[:50]) + (" ..." if len(labels) > 50 else ""),
+        f"- Trained on `{data.get('train')}`, chosen on `{data.get('dev')}`" + (f", tested on `{data['test']}`" if data.get("test") else ""),
+        f"- Kept: the checkpoint after step {best.get('step')} (epoch {best.get('epoch')}) of the run with batch size "
+        f"{best['batch_size']}, learning rate {best['lr']:g} and {best['epochs']} epochs, the best by dev `{summary['metric']}`",
+        "", "## Scores (percent)", "",
+    ]
+    names = list(best["dev"])
+    body += ["| split | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for split, scores in (("dev", best["dev"]), ("test", summary.get("test"))):
+        if scores:
+            body.append(f"| {split} | " + " | ".join(f"{scores[n]:.2f}" if n in scores else "" for n in names) + " |")
+    command = command_line()
+    made = ["```bash", command, "```"] if command else ["From Python (`bertkit.finetune`); the settings are in `config.json` "
+                                                         "beside this folder."]
+    body += ["", "## How it was made", "", *made, "",
+             "## How to use it", "", "```bash", f'bertkit predict --model {directory} "..."', "```", "",
+             f"The folder has Hugging Face's layout: transformers loads the weights as `{architecture}`; bertkit's "
+             "decoding (labels, thresholds, tag scheme, CRF) is in `bertkit_task.json`.", ""]
+    text = "\n".join([*header, "", *body])
+    atomic_write_text(directory / "README.md", text)
+    return text
