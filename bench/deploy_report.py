@@ -1,6 +1,7 @@
 """Markdown for the deployment part of bench/RESULTS.md, from the JSON that bench/quantize.py and bench/serve.py
 write (bench/results/quantize.json, serve.json): what int8 export costs per task, and `bertkit serve` under load
-against its targets (issue 22). `python -m bench --render` puts it in; each part names its own run's machine
+against its targets (issue 22); and bench/finetune_practice.py's (multi-label beside transformers, SQuAD 2.0's
+null threshold; issue 23). `python -m bench --render` puts it in; each part names its own run's machine
 and date, which may differ from the rest of the page."""
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ SIDES = ("pytorch fp32", "onnxruntime fp32", "onnxruntime int8")
 def deploy_markdown(folder: Path = RESULTS) -> str:
     """Gives the sections for whichever of the two result files exist ("" when neither does)."""
     parts = []
-    for name, render in (("quantize.json", quantize_section), ("serve.json", serve_section)):
+    for name, render in (("quantize.json", quantize_section), ("serve.json", serve_section),
+                         ("finetune_practice.json", practice_section)):
         path = folder / name
         if path.is_file():
             parts.append(render(json.loads(path.read_text(encoding="utf-8"))))
@@ -222,3 +224,40 @@ def _targets(name: str, entry: dict[str, Any]) -> list[list[str]]:
             speed = entry["forward only"][batch]["speed-up"]
             rows.append([f"int8 onnxruntime {batch} >= {goal}x transformers fp32", f"{speed:.2f}x", speed >= goal])
     return [[name, what, measured, "met" if ok else "**not met**"] for what, measured, ok in rows]
+
+
+def practice_section(data: dict[str, Any]) -> str:
+    """Multi-label beside transformers, and SQuAD 2.0's searched null threshold beside 0 (issue 23)."""
+    lines = ["## 8. Fine-tuning practice (bench/finetune_practice.py)", ""]
+    ml = data.get("multilabel")
+    if ml:
+        s = ml["settings"]
+        rows = [[side, f"{ml[side]['epoch']:g}", *[f"{ml[side][split][m]:.2f}" for split in ("dev", "test")
+                                                    for m in ("micro_f1", "macro_f1", "subset_accuracy")],
+                 f"{ml[side]['seconds'] / 60:.1f}"] for side in ("bertkit", "transformers")]
+        gap = ml["bertkit"]["test"]["micro_f1"] - ml["transformers"]["test"]["micro_f1"]
+        lines += ["Multi-label: CoNLL-2003 sentences labelled with the entity types they mention (LOC, MISC, ORG, PER; "
+                  f"any number, often none), the first {s['train_sentences']:,} of eng.train, dev eng.testa, test "
+                  f"eng.testb; all-MiniLM-L6-v2, {s['epochs']} epochs, batch {s['batch_size']}, lr {s['lr']:g}, length "
+                  f"{s['max_seq_length']}, seed {s['seed']}; each keeps the epoch with the best dev micro-F1. "
+                  "transformers: `BertForSequenceClassification(problem_type=\"multi_label_classification\")` in a "
+                  f"plain loop over the same token ids. Measured on {ml['date']} ({ml['machine']}).", "",
+                  table(["", "epoch kept", "dev micro-F1", "dev macro-F1", "dev subset acc.", "test micro-F1",
+                         "test macro-F1", "test subset acc.", "minutes"], rows), "",
+                  f"Test micro-F1, bertkit minus transformers: **{gap:+.2f}** points (the target: within 1).", ""]
+    sq = data.get("squad2")
+    if sq:
+        q = sq["questions"]
+        rows = [[name, f"{sq[key]['exact_match']:.2f}", f"{sq[key]['f1']:.2f}", f"{sq[key]['has_ans_f1']:.2f}",
+                 f"{sq[key]['no_ans_f1']:.2f}"] for name, key in (("dev, threshold 0", "dev at 0"),
+                                                                  ("dev, searched", "dev searched"),
+                                                                  ("test, threshold 0", "test at 0"),
+                                                                  ("test, searched on dev", "test searched"))]
+        lines += ["SQuAD 2.0 null threshold: a SQuAD 2.0-style set made from SQuAD v1.1 dev (no SQuAD 2.0 here): "
+                  "every third question asked of another article's paragraph and marked unanswerable; articles 0-37 "
+                  f"train ({q['train']:,} questions), 38-42 dev, 43-47 test ({q['test']:,}, {q['test unanswerable']:,} "
+                  "unanswerable). all-MiniLM-L6-v2, 1 epoch, batch 32, lr 5e-5, length 256. The threshold searched on "
+                  f"dev as evaluate-v2.0.py's find_best_thresh: **{sq['threshold']:.3f}**. Measured on {sq['date']} "
+                  f"({sq['machine']}).", "",
+                  table(["", "EM", "F1", "HasAns F1", "NoAns F1"], rows), ""]
+    return "\n".join(lines)

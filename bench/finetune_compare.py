@@ -107,7 +107,7 @@ def hf_outputs(model: torch.nn.Module, task, features, batch_size: int = 64) -> 
     result: dict[str, list[np.ndarray]] = {n: [] for n in names}
     for lo in range(0, len(features), batch_size):
         batch = task.collate(features.rows[lo : lo + batch_size], features.pad_token_id)
-        out = model(**{k: v for k, v in batch.items() if k in ("input_ids", "token_type_ids", "attention_mask")})
+        out = model(**{k: torch.from_numpy(v) for k, v in batch.items() if k in ("input_ids", "token_type_ids", "attention_mask")})
         for n in names:
             x = getattr(out, n).float().numpy()
             if per_token:
@@ -138,7 +138,7 @@ def run_transformers(job: Job, seed: int) -> dict[str, Any]:
         order = torch.randperm(len(train_f), generator=gen).tolist()
         for lo in range(0, len(order), job.batch_size):
             batch = task.collate([train_f.rows[i] for i in order[lo : lo + job.batch_size]], train_f.pad_token_id)
-            loss = model(**batch).loss
+            loss = model(**{k: torch.from_numpy(v) for k, v in batch.items()}).loss  # the tasks collate numpy
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()

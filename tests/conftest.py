@@ -56,6 +56,8 @@ def task_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                  ["entailment", "not_entailment"], {}),
         "regression": (bertkit.BertForSequenceClassification(base.with_labels(["score"], "regression")), "pair",
                        ["score"], {"regression": True}),
+        "multilabel": (bertkit.BertForSequenceClassification(base.with_labels(["food", "money", "sport"], "multi_label_classification")),
+                       "classify", ["food", "money", "sport"], {"multi_label": True}),
         "qa": (bertkit.BertForQuestionAnswering(base.with_labels(["start", "end"])), "qa", ["start", "end"],
                {"max_seq_length": 64, "doc_stride": 16}),
         "ner": (bertkit.BertForTokenClassification(base.with_labels(tags)), "ner", tags, {}),

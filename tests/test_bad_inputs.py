@@ -128,6 +128,7 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("finetune", "class weights, not one a label", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f15", "--class-weights", "1,2"], "expected 6 positive numbers, one for each label in order"),
     ("finetune", "multi-label data without --multi-label", ["finetune", "--model", "{model}", "--train", "{multi.jsonl}", "--dev", "{multi.jsonl}", "--out", "{root}/f16"], "the label is a list ['sport']: multi-label data; fine-tune it with --multi-label"),
     ("finetune", "--label-sep without --multi-label", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f17", "--label-sep", "|"], "--label-sep is for --multi-label"),
+    ("finetune", "sliding windows for pairs", ["finetune", "--task", "pair", "--model", "{model}", "--train", "{bad.jsonl}", "--dev", "{bad.jsonl}", "--out", "{root}/f18", "--long", "sliding"], "--long sliding and --stride are for classify (single texts)"),
     ("export", "missing model folder", ["export", "--model", "{missing}", "--out", "{root}/e1"], "missing.tsv: no such model folder"),
     ("export", "an opset the exporter cannot write", ["export", "--model", "{classifier}", "--out", "{root}/e2", "--opset", "13"], "--opset must be 18 or more"),
     ("export", "unknown quantization", ["export", "--model", "{classifier}", "--out", "{root}/e3", "--quantize", "int4"], "invalid choice: 'int4'"),

@@ -43,6 +43,16 @@ def test_every_command_is_listed() -> None:
     assert sorted(sub.choices) == sorted(COMMANDS)
 
 
+def test_the_command_reference_is_up_to_date() -> None:
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "scripts" / "command_reference.py"), "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    doc = (root / "docs" / "commands.md").read_text(encoding="utf-8")
+    for command in COMMANDS:
+        assert f"## `bertkit {command}`" in doc
+    assert "| `--multi-label` |" in doc and "| `--revision` `REVISION` |" in doc
+
+
 def test_usage_errors_are_one_line(capsys) -> None:
     with pytest.raises(SystemExit) as e:
         main(["pretrain"])

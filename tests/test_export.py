@@ -43,7 +43,7 @@ def padded_batch(tok: Tokenizer, pair: bool) -> dict[str, np.ndarray]:
     return {k: np.asarray(batch[k], dtype=np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
 
 
-@pytest.mark.parametrize("name", ["encoder", "classify", "pair", "regression", "qa", "ner", "ner-crf"])
+@pytest.mark.parametrize("name", ["encoder", "classify", "pair", "regression", "multilabel", "qa", "ner", "ner-crf"])
 def test_onnxruntime_equals_pytorch_on_padded_batches(task_models: dict[str, Path], exported: dict[str, Path],
                                                       name: str) -> None:
     import onnx
@@ -112,7 +112,7 @@ def inputs_for(name: str) -> tuple[list, list | None]:
     return TEXTS, None
 
 
-@pytest.mark.parametrize("name", ["classify", "pair", "regression", "qa", "ner", "ner-crf", "ner-constrained"])
+@pytest.mark.parametrize("name", ["classify", "pair", "regression", "multilabel", "qa", "ner", "ner-crf", "ner-constrained"])
 def test_the_exported_folder_predicts_what_the_pytorch_one_does(task_models: dict[str, Path],
                                                                  exported: dict[str, Path], name: str) -> None:
     texts, pairs = inputs_for(name)

@@ -172,7 +172,8 @@ FINETUNE_FLAGS = {
     "early_stopping": "train.early_stopping", "accumulation": "train.accumulation",
     "gradient_checkpointing": "train.gradient_checkpointing", "multi_label": "task.multi_label",
     "threshold": "task.threshold", "tune_thresholds": "task.tune_thresholds", "label_sep": "data.label_sep",
-    "class_weights": "train.class_weights", "null_threshold": "task.null_threshold",
+    "class_weights": "train.class_weights", "null_threshold": "task.null_threshold", "long": "task.long",
+    "stride": "task.stride",
 }
 
 
@@ -207,18 +208,51 @@ def cmd_predict(args: argparse.Namespace) -> None:
     from .predict import pipeline
 
     pipe = pipeline(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size)
+    two = pipe.task.name in ("pair", "qa")  # a text and a second text (pair) or a context (qa)
     texts = _texts(args)
-    pairs = None
-    if args.pair is not None:
+    pairs: list[str] | None = None
+    errors: dict[int, str] = {}  # input index -> why it gives no prediction
+    if args.file is not None and args.file.suffix.lower() in (".jsonl", ".json") and not args.text:
+        texts, pairs, errors = _jsonl_inputs(texts, pipe.task.name, args.file)
+    elif args.pair is not None:
         pairs = args.pair * len(texts) if len(args.pair) == 1 else args.pair
-    elif args.sep is not None:  # "first<SEP>second" lines
-        split = [t.split(args.sep, 1) for t in texts]
-        if any(len(s) != 2 for s in split):
-            raise BertkitError(f"every input must hold the separator {args.sep!r} between its two texts")
-        texts, pairs = [s[0] for s in split], [s[1] for s in split]
-    texts = [t for t in texts if t.strip()] if pairs is None else texts
-    for row in pipe(texts, pairs):
+    elif two:  # "first<TAB>second" lines, or another --sep
+        sep = args.sep or "\t"
+        split = [t.split(sep, 1) for t in texts]
+        errors = {i: f"expected two texts separated by {sep!r}" for i, p in enumerate(split) if texts[i].strip() and len(p) != 2}
+        texts = [p[0] if len(p) == 2 else "" for p in split]
+        pairs = [p[1] if len(p) == 2 else "" for p in split]
+    errors |= {i: "empty input" for i, t in enumerate(texts) if not t.strip() and i not in errors}
+    keep = [i for i in range(len(texts)) if i not in errors]
+    inputs = [texts[i].split() if args.words else texts[i] for i in keep]
+    rows = pipe(inputs, [pairs[i] for i in keep] if pairs is not None else None) if keep else []
+    answers = dict(zip(keep, rows, strict=True))
+    for i in range(len(texts)):  # one line an input line, in order
+        row = answers.get(i) or {"line": i + 1, "error": errors[i]}
         print(json.dumps(row, ensure_ascii=False))
+
+
+def _jsonl_inputs(lines: list[str], task: str, path: Path) -> tuple[list[str], list[str] | None, dict[int, str]]:
+    """Texts (and second texts or contexts) from JSON lines, with the field names training files use."""
+    from .tasks.classify import DEFAULT_NAMES
+
+    names = {"text": ("question",) + DEFAULT_NAMES["text"], "pair": ("context",) + DEFAULT_NAMES["pair"]}
+    texts, pairs, errors = [], [], {}
+    for i, line in enumerate(lines):
+        try:
+            obj = json.loads(line) if line.strip() else {}
+        except json.JSONDecodeError as e:
+            raise BertkitError(f"{path} line {i + 1}: not JSON ({e.msg})") from None
+        lowered = {k.lower(): v for k, v in obj.items()} if isinstance(obj, dict) else {}
+        text = next((lowered[n] for n in names["text"] if n in lowered), None)
+        pair = next((lowered[n] for n in names["pair"] if n in lowered), None)
+        if line.strip() and text is None:
+            errors[i] = f"no text field (one of {', '.join(names['text'][:4])}, ...)"
+        elif line.strip() and task in ("pair", "qa") and pair is None:
+            errors[i] = f"no {'context' if task == 'qa' else 'second text'} field"
+        texts.append(str(text or ""))
+        pairs.append(str(pair or ""))
+    return texts, pairs if task in ("pair", "qa") else None, errors
 
 
 def _texts(args: argparse.Namespace) -> list[str]:
@@ -316,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lang", choices=["en", "zh"], default="en")
     p.add_argument("--minutes", type=float, default=10.0, help="time budget (default 10)")
     p.add_argument("--out", type=Path, help="output folder (default runs/demo-LANG)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="every random choice of the demo follows it")
     p.add_argument("--smoke", action="store_true", help="a quick check that everything runs (few steps, small samples)")
     p.set_defaults(func=cmd_demo)
 
@@ -367,15 +401,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", type=Path, help="data folder made by `bertkit prepare`")
     p.add_argument("--out", required=True, type=Path, help="run folder (checkpoints, logs, final model)")
     p.add_argument("--preset", choices=list(_presets()), help="model size (default tiny)")
-    p.add_argument("--steps", type=int)
+    p.add_argument("--steps", type=int, help="optimizer steps (default 1000)")
     p.add_argument("--batch-size", type=int, help="sequences per optimizer step, all processes together")
     p.add_argument("--accumulation", type=int, help="micro-batches per step, run one after another (default 1)")
     p.add_argument("--gradient-checkpointing", action="store_true", default=None,
                    help="recompute activations in the backward pass: less memory, about a third more time")
     p.add_argument("--lr", type=float, help="peak learning rate (default 1e-4)")
-    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"])
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--seed", type=int)
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], help="default fp32; bf16 autocast; fp16 with loss scaling (CUDA)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto: a GPU when there is one")
+    p.add_argument("--seed", type=int, help="default 12345")
     p.add_argument("--config", type=Path, help="settings file (.toml or .json)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="any setting, e.g. log.eval_every=100")
@@ -421,6 +455,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, help="multi-label: predict a label from this probability (default 0.5)")
     p.add_argument("--tune-thresholds", action="store_true", default=None,
                    help="multi-label: tune each label's threshold on dev (its best F1) and save them with the model")
+    p.add_argument("--long", choices=["truncate", "sliding"],
+                   help="classify: a text longer than --max-seq-length is truncated (default), or read in sliding "
+                        "windows whose logits are averaged (max-pooled for --multi-label)")
+    p.add_argument("--stride", type=int, help="--long sliding: tokens between window starts (default half a window)")
     p.add_argument("--class-weights", metavar="auto|W1,W2,...",
                    help="classify/pair: weight the loss by class, 'auto' (balanced) or one weight a label in label order")
     p.add_argument("--scheme", choices=["BIO", "BIOES"], help="ner: tagging scheme to learn (default: the file's)")
@@ -437,18 +475,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="scores of a fine-tuned model on a labelled file (JSON)",
                        description="Evaluate a model folder written by `bertkit finetune` on a labelled file.")
-    p.add_argument("--model", required=True, type=Path)
-    p.add_argument("--data", required=True, type=Path)
+    p.add_argument("--model", required=True, type=Path, help="a fine-tuned (or exported) model folder, or a Hugging Face name")
+    p.add_argument("--data", required=True, type=Path, help="a labelled file in the task's format (docs/your-data.md)")
     _add_inference_options(p)
     _add_read_options(p)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("predict", help="predictions of a fine-tuned model (JSON lines)",
                        description="Predict with a fine-tuned model: texts from arguments, --file, or stdin, one per line.")
-    p.add_argument("--model", required=True, type=Path)
+    p.add_argument("--model", required=True, type=Path, help="a fine-tuned (or exported) model folder, or a Hugging Face name")
     p.add_argument("text", nargs="*", help="texts (pair task: first texts; qa: questions)")
     p.add_argument("--pair", nargs="+", help="second texts (pair task) or contexts (qa); one is used for every text")
-    p.add_argument("--sep", help="inputs hold both texts separated by this string (e.g. a tab)")
+    p.add_argument("--sep", help="pair/qa: what separates the two texts of an input line (default: a tab)")
+    p.add_argument("--words", action="store_true", help="ner: the inputs are words already, split by spaces (as CoNLL's)")
     p.add_argument("--file", type=Path, help="a file of inputs, one per line")
     _add_inference_options(p)
     p.set_defaults(func=cmd_predict)
@@ -577,9 +616,9 @@ def _add_read_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_inference_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--batch-size", type=int, default=32, help="inputs a forward pass (sorted by length)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="bf16: autocast (PyTorch models)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: a GPU when there is one")
 
 
 def _presets() -> list[str]:

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import distributed, settings
-from .config import IGNORE
+from .config import IGNORE, BertConfig
 from .errors import BertkitError
 from .fileio import atomic_write_text, recover_dir, replace_dir
 from .folders import TASK_FILE, read_task_file
@@ -61,6 +61,8 @@ class TaskSettings:
     multi_label: bool = False  # classify/pair: any number of labels an example, a sigmoid each (BCE)
     threshold: float | None = None  # multi-label: a label is predicted from this probability (default 0.5)
     tune_thresholds: bool = False  # multi-label: each label's threshold tuned on dev for its best F1, saved with the model
+    long: str | None = None  # classify: "sliding" reads a text longer than max_seq_length in windows (default: truncate)
+    stride: int | None = None  # sliding: tokens between window starts (default half a window)
     null_threshold: float | None = None  # qa on SQuAD 2.0 data: no answer above this null-score difference (default: searched on dev)
 
     def __post_init__(self) -> None:
@@ -76,6 +78,9 @@ class TaskSettings:
         check(self.multi_label or (self.threshold is None and not self.tune_thresholds),
               "--threshold and --tune-thresholds are for --multi-label")
         check(self.null_threshold is None or self.name == "qa", "--null-threshold is for qa")
+        check(self.long in (None, "truncate", "sliding"), f"--long must be truncate or sliding, got {self.long!r}")
+        check((self.long in (None, "truncate") and self.stride is None) or self.name == "classify",
+              "--long sliding and --stride are for classify (single texts)")
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of `get_task`, as the task file keeps them: only what differs from the defaults."""
@@ -358,7 +363,7 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
     for d in (train_data, dev_data):
         log.warning("%s", d.report.summary())
     if len(train_data) == 0:
-        raise BertkitError(f"{cfg.data.train}: no training examples")
+        raise BertkitError(f"{cfg.data.train}: no training examples ({train_data.report.summary()})")
     labels = task.labels(train_data)
     label2id = {label: i for i, label in enumerate(labels)}
     t0 = time.perf_counter()
@@ -369,6 +374,10 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "config.json", json.dumps(settings.to_dict(cfg), indent=2) + "\n")
 
+    hidden = BertConfig.load(base).hidden_size
+    if hidden <= 256 and max(p[1] for p in cfg.points()) <= 5e-5:
+        log.warning("a learning rate of %g is the paper's for BERT-Base; a model of hidden size %d usually wants more "
+                    "(about 1e-3 for the tiny preset): docs/your-data.md", max(p[1] for p in cfg.points()), hidden)
     weights = class_weights(cfg.train.class_weights, train_features) if cfg.train.class_weights else None
     if weights is not None:
         log.warning("class weights: %s", ", ".join(f"{label} {w:.3g}" for label, w in zip(labels, weights, strict=True)))
@@ -403,7 +412,8 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
             log.warning("%s", test_data.report.summary())
             model = MODEL_CLASSES[task.architecture].from_pretrained(final)
             model.to(ctx.device)
-            summary["test"], _ = evaluate_task(model, task, task.featurize(test_data, tok, label2id), cfg.train.eval_batch_size,
+            saved = get_task(task.name, **read_task_file(final)["task_options"])  # with what was tuned on dev
+            summary["test"], _ = evaluate_task(model, saved, saved.featurize(test_data, tok, label2id), cfg.train.eval_batch_size,
                                                cfg.train.precision)
         atomic_write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
         write_model_card(final, read_task_file(final), summary,
@@ -481,15 +491,21 @@ def _tune_on_dev(model_dir: Path, task: Task, dev: Features, cfg: FinetuneSettin
                  ctx: distributed.Context) -> tuple[dict[str, Any], dict[str, float]] | None:
     """Decoding settings the task tunes on dev for the kept model (multi-label thresholds; SQuAD 2.0's null-score
     threshold), written into its task options; gives them and the dev scores with them (optimistic: tuned on dev)."""
-    model = MODEL_CLASSES[task.architecture].from_pretrained(model_dir).to(ctx.device)
-    outputs = infer(model, task, dev, cfg.train.eval_batch_size, cfg.train.precision)
+    computed: list[Any] = []
+
+    def outputs() -> Any:  # the kept model's dev logits, computed only when the task tunes something
+        if not computed:
+            model = MODEL_CLASSES[task.architecture].from_pretrained(model_dir).to(ctx.device)
+            computed.append(infer(model, task, dev, cfg.train.eval_batch_size, cfg.train.precision))
+        return computed[0]
+
     found = task.tuned_options(dev, outputs)
     if not found:
         return None
     meta = read_task_file(model_dir)
     meta["task_options"] |= found
     tuned = get_task(task.name, **meta["task_options"])
-    scores = tuned.score(dev.data, tuned.decode(dev, outputs))
+    scores = tuned.score(dev.data, tuned.decode(dev, outputs()))
     meta["dev_tuned"] = scores
     atomic_write_text(model_dir / TASK_FILE, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     log.warning("tuned on dev: %s; dev %s", json.dumps(found), ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))

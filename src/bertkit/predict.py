@@ -123,7 +123,8 @@ class Pipeline:
 
     def evaluate(self, path: str | Path, **read_options: Any) -> dict[str, Any]:
         """Gives the task's scores on a labelled file (percent), with what the reader skipped."""
-        data = self.task.read(path, **read_options)
+        # read as training read it (NER trained on NFKC text, say), as `predict` reads user text
+        data = self.task.read(path, **{**self.meta.get("input_options", {}), **read_options})
         features = self.task.featurize(data, self.tokenizer, self.label2id)
         scores, _ = evaluate_task(self.backend, self.task, features, self.batch_size)
         return {"file": str(path), "examples": len(data), "skipped": data.report.total_skipped, **scores}

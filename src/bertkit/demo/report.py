@@ -64,7 +64,7 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
         *[f"| {TASK_NAMES[r['task']]} | {r['metric']} | {r['scratch']:.1f} | {r['pretrained']:.1f} | {r['gain']:+.1f} | "
           f"{_interval(r)} | {_baseline(baselines.get(r['task']))} |" for r in rows],
         "",
-        "Scores on the dev sets after the last epoch. The interval is a paired bootstrap over the dev examples (both "
+        "Scores on the dev sets of the checkpoints kept: each model's best epoch by the task's metric. The interval is a paired bootstrap over the dev examples (both "
         "models' predictions of the same resampled examples): how far another dev set of the same kind could move the "
         "gain. It does not cover the randomness of training: a rerun moves the pre-trained model's scores by a few points. "
         "The baselines are measured on the same dev files when the data is built (scripts/demo_baselines.py).",

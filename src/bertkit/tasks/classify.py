@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,8 @@ class ClassifyTask:
     regression: bool = False
     main_metric: str = ""
     max_seq_length: int = 128
+    long: str = "truncate"  # a text longer than max_seq_length: "truncate", or "sliding" windows (classify only)
+    stride: int | None = None  # sliding: tokens between window starts (default half a window)
     architecture: str = "BertForSequenceClassification"
     outputs: tuple[str, ...] = ("logits",)
     per_token: bool = False
@@ -70,6 +72,7 @@ class ClassifyTask:
     def __post_init__(self) -> None:
         if self.name not in ("classify", "pair"):
             raise BertkitError(f"ClassifyTask name must be 'classify' or 'pair', not {self.name!r}")
+        check_long(self.name, self.long, self.stride, self.max_seq_length)
         self.main_metric = self.main_metric or ("pearson" if self.regression else "accuracy")
 
     @property
@@ -118,18 +121,13 @@ class ClassifyTask:
         if label2id is None and not self.regression:
             raise ValueError("featurize needs label2id (the model's config.label2id) to decode classes")
         length = max_seq_length or self.max_seq_length
-        texts = [e.text for e in data]
-        pairs = [e.pair or "" for e in data] if self.name == "pair" else None
-        encodings = tok.encode_batch(texts, pairs, max_length=length, truncation="longest_first")
         targets = self._targets(data, label2id)
-        rows: list[dict[str, Any]] = []
-        for i, enc in enumerate(encodings):
-            row: dict[str, Any] = {"input_ids": enc.ids, "token_type_ids": enc.token_type_ids}
-            if targets is not None:
+        rows, example_index = text_rows(data, tok, self.name == "pair", length, self.long, self.stride)
+        if targets is not None:
+            for row, i in zip(rows, example_index, strict=True):
                 row["labels"] = targets[i]
-            rows.append(row)
         labels = ["score"] if self.regression else sorted(label2id or {}, key=(label2id or {}).__getitem__)
-        return Features(rows, data, np.arange(len(rows)), labels, tok.pad_token_id)
+        return Features(rows, data, example_index, labels, tok.pad_token_id)
 
     def _targets(self, data: Dataset, label2id: dict[str, int] | None) -> list[int] | list[float] | None:
         if not data.examples or data.examples[0].label is None:
@@ -157,9 +155,7 @@ class ClassifyTask:
     def decode(self, features: Features, outputs: Any, **opts: Any) -> list[ClassPrediction]:
         """Gives one prediction per example from the (rows, num_labels) logits, batches in feature order."""
         _no_options(opts, "decode")
-        logits = np.concatenate([b[0] for b in output_batches(outputs, ["logits"])])  # (N, C)
-        if logits.shape[0] != len(features):
-            raise ValueError(f"outputs hold {logits.shape[0]} rows but the features have {len(features)}")
+        logits = pool_windows(features, outputs, "mean")  # (examples, C): a long text's windows averaged
         if self.regression:
             return [ClassPrediction(e, float(v), {}) for e, v in zip(features.data, logits[:, 0], strict=True)]
         z = np.exp(logits - logits.max(-1, keepdims=True))
@@ -179,7 +175,7 @@ class ClassifyTask:
         labels = list(predictions[0].probabilities) if predictions else natural_sorted(set(gold))
         return classification_scores(gold, [str(p.label) for p in predictions], labels)
 
-    def tuned_options(self, features: Features, outputs: Any) -> dict[str, Any]:
+    def tuned_options(self, features: Features, outputs: Callable[[], Any]) -> dict[str, Any]:
         """Nothing of this task is tuned on dev after training."""
         return {}
 
@@ -204,6 +200,56 @@ class ClassifyTask:
         seconds = pairs if self.name == "pair" and pairs is not None else [None] * len(texts)
         examples = [TextExample(t, p, None, i + 1) for i, (t, p) in enumerate(zip(texts, seconds, strict=True))]
         return Dataset(examples, ReadReport("<input>", kept=len(examples)))
+
+
+def check_long(name: str, long: str, stride: int | None, max_seq_length: int) -> None:
+    if long not in ("truncate", "sliding"):
+        raise BertkitError(f"--long must be truncate or sliding, got {long!r}")
+    if long == "sliding" and name != "classify":
+        raise BertkitError("--long sliding is for single texts (classify), not pairs")
+    if stride is not None and not 0 < stride <= max_seq_length - 2:
+        raise BertkitError(f"--stride must be in [1, {max_seq_length - 2}] (the tokens of a window), got {stride}")
+
+
+def text_rows(data: Dataset, tok: Any, pair: bool, length: int, long: str = "truncate",
+              stride: int | None = None) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Gives the model rows of texts (or pairs) and the example of each row: one a text, truncated longest-first
+    to `length`; or with long="sliding", a text longer than that in windows of length - 2 tokens, `stride`
+    apart (default half a window), the last one ending with the text, each `[CLS] window [SEP]`."""
+    texts = [e.text for e in data]
+    pairs = [e.pair or "" for e in data] if pair else None
+    if long == "truncate":
+        encodings = tok.encode_batch(texts, pairs, max_length=length, truncation="longest_first")
+        return [{"input_ids": e.ids, "token_type_ids": e.token_type_ids} for e in encodings], np.arange(len(texts))
+    size = length - 2
+    step = stride or max(1, size // 2)
+    rows, index = [], []
+    for i, enc in enumerate(tok.encode_batch(texts, add_special_tokens=False)):
+        ids = enc.ids
+        starts = list(range(0, max(len(ids) - size, 0) + 1, step))
+        if starts[-1] + size < len(ids):
+            starts.append(len(ids) - size)  # the end of the text in a window of its own
+        for a in starts:
+            window = [tok.cls_token_id, *ids[a : a + size], tok.sep_token_id]
+            rows.append({"input_ids": window, "token_type_ids": [0] * len(window)})
+            index.append(i)
+    return rows, np.asarray(index, dtype=np.int64)
+
+
+def pool_windows(features: Features, outputs: Any, how: str) -> np.ndarray:
+    """(examples, C) logits from the rows' (rows, C): each example's windows averaged ("mean") or max-pooled."""
+    logits = np.concatenate([b[0] for b in output_batches(outputs, ["logits"])])  # (rows, C)
+    if logits.shape[0] != len(features):
+        raise ValueError(f"outputs hold {logits.shape[0]} rows but the features have {len(features)}")
+    n = len(features.data)
+    if len(features) == n:
+        return logits
+    pooled = np.full((n, logits.shape[1]), -np.inf if how == "max" else 0.0, dtype=np.float64)
+    if how == "max":
+        np.maximum.at(pooled, features.example_index, logits)
+        return pooled
+    np.add.at(pooled, features.example_index, logits)
+    return pooled / np.bincount(features.example_index, minlength=n)[:, None]
 
 
 def _is_float(s: Any) -> bool:

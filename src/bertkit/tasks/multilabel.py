@@ -9,7 +9,7 @@ joined by `label_sep` in a TSV/CSV cell (an empty cell: no labels).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import BertkitError
-from .base import Dataset, Features, natural_sorted, output_batches, pad_rows
-from .classify import ClassifyTask, TextExample, read_texts
+from .base import Dataset, Features, natural_sorted, pad_rows
+from .classify import ClassifyTask, TextExample, pool_windows, read_texts, text_rows
 from .metrics import multilabel_scores
 
 
@@ -41,6 +41,8 @@ class MultiLabelTask:
     tune_thresholds: bool = False  # fine-tuning tunes `thresholds` on dev (`tuned_options`)
     label_sep: str = ","
     max_seq_length: int = 128
+    long: str = "truncate"  # or "sliding": a long text in windows, their logits max-pooled (classify only)
+    stride: int | None = None
     main_metric: str = "micro_f1"
     architecture: str = "BertForSequenceClassification"
     problem_type: str | None = "multi_label_classification"
@@ -50,7 +52,7 @@ class MultiLabelTask:
     metric_names: tuple[str, ...] = ("micro_f1", "macro_f1", "subset_accuracy")
 
     def __post_init__(self) -> None:
-        self._texts = ClassifyTask(name=self.name, max_seq_length=self.max_seq_length)  # reading and tokenizing
+        self._texts = ClassifyTask(name=self.name, max_seq_length=self.max_seq_length, long=self.long, stride=self.stride)
         if not 0.0 < self.threshold < 1.0:
             raise BertkitError(f"the threshold must be in (0, 1), got {self.threshold}")
 
@@ -78,31 +80,32 @@ class MultiLabelTask:
         """Gives one row per example (as single-label classification), its target a 0/1 vector over the labels."""
         if label2id is None:
             raise ValueError("featurize needs label2id (the model's config.label2id)")
-        length = max_seq_length or self.max_seq_length
-        pairs = [e.pair or "" for e in data] if self.name == "pair" else None
-        encodings = tok.encode_batch([e.text for e in data], pairs, max_length=length, truncation="longest_first")
-        rows: list[dict[str, Any]] = []
-        for e, enc in zip(data, encodings, strict=True):
-            row: dict[str, Any] = {"input_ids": enc.ids, "token_type_ids": enc.token_type_ids}
-            if e.label is not None:
-                target = np.zeros(len(label2id), dtype=np.float32)
-                for label in e.label:
-                    if label not in label2id:
-                        raise BertkitError(f"{data.source} line {e.line}: label {label!r} is not one of "
-                                           f"{sorted(label2id, key=label2id.__getitem__)} (the labels seen in training)")
-                    target[label2id[label]] = 1.0
-                row["labels"] = target
-            rows.append(row)
-        return Features(rows, data, np.arange(len(rows)), sorted(label2id, key=label2id.__getitem__), tok.pad_token_id)
+        rows, example_index = text_rows(data, tok, self.name == "pair", max_seq_length or self.max_seq_length,
+                                        self.long, self.stride)
+        targets = [self._target(e, data.source, label2id) for e in data]
+        for row, i in zip(rows, example_index, strict=True):
+            if targets[i] is not None:
+                row["labels"] = targets[i]
+        return Features(rows, data, example_index, sorted(label2id, key=label2id.__getitem__), tok.pad_token_id)
+
+    @staticmethod
+    def _target(e: TextExample, source: str, label2id: dict[str, int]) -> np.ndarray | None:
+        if e.label is None:
+            return None
+        target = np.zeros(len(label2id), dtype=np.float32)
+        for label in e.label:
+            if label not in label2id:
+                raise BertkitError(f"{source} line {e.line}: label {label!r} is not one of "
+                                   f"{sorted(label2id, key=label2id.__getitem__)} (the labels seen in training)")
+            target[label2id[label]] = 1.0
+        return target
 
     def collate(self, rows: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, np.ndarray]:
         return pad_rows(rows, pad_token_id)
 
     def probabilities(self, features: Features, outputs: Any) -> np.ndarray:
-        """(examples, labels) sigmoid probabilities."""
-        logits = np.concatenate([b[0] for b in output_batches(outputs, ["logits"])]).astype(np.float64)
-        if logits.shape[0] != len(features):
-            raise ValueError(f"outputs hold {logits.shape[0]} rows but the features have {len(features)}")
+        """(examples, labels) sigmoid probabilities (a long text's windows max-pooled)."""
+        logits = pool_windows(features, outputs, "max").astype(np.float64)
         return 1.0 / (1.0 + np.exp(-logits))
 
     def cutoffs(self, labels: Sequence[str]) -> np.ndarray:
@@ -118,12 +121,12 @@ class MultiLabelTask:
                                    dict(zip(names, map(float, p), strict=True)))
                 for e, row, p in zip(features.data, chosen, probs, strict=True)]
 
-    def tuned_options(self, features: Features, outputs: Any) -> dict[str, Any]:
+    def tuned_options(self, features: Features, outputs: Callable[[], Any]) -> dict[str, Any]:
         """With `tune_thresholds`: each label's threshold with its best F1 on these (dev) examples."""
         if not self.tune_thresholds:
             return {}
         gold = [frozenset(e.label or ()) for e in features.data]
-        return {"thresholds": tune_thresholds(gold, self.probabilities(features, outputs), features.labels)}
+        return {"thresholds": tune_thresholds(gold, self.probabilities(features, outputs()), features.labels)}
 
     def score(self, data: Dataset, predictions: Sequence[LabelSetPrediction]) -> dict[str, float]:
         labels = list(predictions[0].probabilities) if predictions else []

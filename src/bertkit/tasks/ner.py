@@ -15,8 +15,9 @@ any scheme are converted to it, and scores compare entities, whatever the scheme
 from __future__ import annotations
 
 import itertools
+import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -231,7 +232,7 @@ class NERTask:
             gold = [list(e.tags) for e in with_scheme(data, strict)]
         return entity_scores(gold, [p.tags for p in predictions], strict_scheme=strict)
 
-    def tuned_options(self, features: Features, outputs: Any) -> dict[str, Any]:
+    def tuned_options(self, features: Features, outputs: Callable[[], Any]) -> dict[str, Any]:
         """Nothing of this task is tuned on dev after training."""
         return {}
 
@@ -257,7 +258,8 @@ class NERTask:
         """Gives untagged sentences from user text: split into words (English) or characters (Chinese), or
         given as words already (a list of strings: the text is the words joined by spaces).
 
-        `split` is "auto" (characters when the text holds CJK ideographs), "whitespace" or "chars";
+        `split` is "auto" (characters when the text holds CJK ideographs, else CoNLL's tokens), "conll",
+        "whitespace" (words split already) or "chars";
         `normalize="NFKC"` normalizes each word as `read(..., normalize="NFKC")` did for training,
         while the spans keep pointing into the original text.
         """
@@ -420,17 +422,37 @@ def with_scheme(data: Dataset, scheme: str) -> Dataset:
     return Dataset(examples, data.report, scheme=scheme, impossible=data.impossible)
 
 
-def words_of(text: str, how: str = "auto") -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
-    """Gives the words of `text` and their character spans: whitespace-separated, or one per character.
+# CoNLL-2003's tokens: abbreviations and dotted initials stay whole, numbers keep their separators,
+# hyphenated words stay one, possessive 's and n't stand apart, every other punctuation mark is a token
+_CONLL_TOKEN = re.compile(r"""
+    (?:[A-Za-z]\.){2,}                                            # U.S., U.N.
+  | (?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Inc|Ltd|Co|Corp|Gen|Sen|Rep|Gov|Jan|Feb|Aug|Sept?|Oct|Nov|Dec)\.(?!\w)
+  | [A-Z]\.(?!\w)                                                  # an initial: P. Sampras
+  | \d+(?:[.,:/]\d+)*[A-Za-z]*(?:-\w+)*                               # 1,000.5  12:30  3-1  37-run  31st
+  | \.\d+                                                          # .596
+  | \.{2,}|-{2,}                                                   # ...  --
+  | \w+(?=n't)                                                    # do | n't
+  | n't
+  | '(?:s|S|re|ve|ll|d|m)(?!\w)                                    # 's 're ...
+  | \w+(?:[-&]\w+|'(?!(?:s|S|re|ve|ll|d|m)(?!\w))\w+)*               # ex-champion, O'Neill, AT&T
+  | [^\w\s]                                                       # any other mark, alone
+""", re.VERBOSE)
 
-    `how` is "whitespace", "chars" (every non-space character, as MSRA and the paper's Chinese NER),
-    or "auto": characters when the text holds a CJK ideograph, else whitespace.
+
+def words_of(text: str, how: str = "auto") -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """Gives the words of `text` and their character spans.
+
+    `how` is "conll" (punctuation split off as CoNLL-2003's tokens are: "came." -> "came", "."; "U.S." and
+    "Mr." stay whole), "whitespace" (words given already split), "chars" (every non-space character, as
+    MSRA and the paper's Chinese NER), or "auto": characters when the text holds a CJK ideograph, else conll.
     """
     if how == "auto":
-        how = "chars" if has_cjk(text) else "whitespace"
+        how = "chars" if has_cjk(text) else "conll"
     spans: list[tuple[int, int]] = []
     if how == "chars":
         spans = [(i, i + 1) for i, c in enumerate(text) if not c.isspace()]
+    elif how == "conll":
+        spans = [m.span() for m in _CONLL_TOKEN.finditer(text)]
     elif how == "whitespace":
         i = 0
         for piece in text.split():
@@ -438,5 +460,5 @@ def words_of(text: str, how: str = "auto") -> tuple[tuple[str, ...], tuple[tuple
             spans.append((i, i + len(piece)))
             i += len(piece)
     else:
-        raise BertkitError(f"unknown word split {how!r}; use auto, whitespace or chars")
+        raise BertkitError(f"unknown word split {how!r}; use auto, conll, whitespace or chars")
     return tuple(text[a:b] for a, b in spans), tuple(spans)

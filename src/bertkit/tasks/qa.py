@@ -17,7 +17,7 @@ Each distinct context and each question is tokenized once, in one Rust batch cal
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,12 +261,12 @@ class QATask:
             return QAPrediction(example, "", -1, -1, null, diff, nbest)
         return QAPrediction(example, best["text"], best["start"], best["end"], best["score"], diff, nbest)
 
-    def tuned_options(self, features: QAFeatures, outputs: Any) -> dict[str, Any]:
+    def tuned_options(self, features: QAFeatures, outputs: Callable[[], Any]) -> dict[str, Any]:
         """v2 data: the null-score threshold that gives the best F1 on these (dev) questions, searched as the
         official evaluate-v2.0.py's find_best_thresh; {} for v1 data or when the threshold was fixed."""
         if not (features.version_2 and self.search_null_threshold):
             return {}
-        predictions = self.decode(features, outputs)
+        predictions = self.decode(features, outputs())
         return {"null_score_diff_threshold": best_null_threshold(features.data, predictions)}
 
     def score(self, data: Dataset, predictions: Sequence[QAPrediction]) -> dict[str, float]:
