@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import random
 import tempfile
 import time
@@ -36,7 +35,7 @@ from bertkit.predict import evaluate_task, pipeline
 from bertkit.tasks import get_task, read_conll
 from bertkit.tokenizer import Tokenizer
 
-from .common import RESULTS_DIR, SHARED_DATA
+from .common import RESULTS_DIR, SHARED_DATA, machine
 from .finetune_compare import MINILM, hf_outputs
 
 SETTINGS = {"epochs": 3, "batch_size": 32, "lr": 5e-5, "max_seq_length": 128, "seed": 42}
@@ -160,8 +159,9 @@ def main() -> None:
     torch.set_num_threads(2)
     path = RESULTS_DIR / "finetune_practice.json"
     results = json.loads(path.read_text()) if path.is_file() else {}
-    meta = {"date": time.strftime("%Y-%m-%d"), "machine": platform.processor() or platform.machine(),
-            "torch": torch.__version__}
+    m = machine()
+    meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{m['cpu']}, {m['cores']} cores",
+            "versions": {"torch": m["torch"], "transformers": m["transformers"]}}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if args.only in (None, "multilabel"):
