@@ -106,7 +106,7 @@ def test_early_stopping_ends_a_run_that_stopped_improving(tmp_path: Path, shared
                           train__batch_size=32, optim__lr=1e-12, train__eval_every=1, train__early_stopping=2))
     assert [e["step"] for e in evaluations(out / "run")] == [1, 2, 3]
     assert summary["best"]["step"] == 1 and max(r["step"] for r in read_log(out / "run" / "log.jsonl")) == 3
-    # resuming the finished run changes nothing; resuming a run stopped early does not train on
+    # resuming the finished run gives back its summary, without training
     assert finetune(ft(model=out.parent / "tiny-0.1", data__train=train, data__dev=dev, out=out, train__epochs=3,
                        train__batch_size=32, optim__lr=1e-12, train__eval_every=1, train__early_stopping=2), resume=True) == summary
 
