@@ -122,7 +122,9 @@ def _draw(maps: np.ndarray, tokens: list[str], segments: list[int], layer: int |
 def _input_representation(ax: Any, tokens: list[str], segments: list[int]) -> None:
     """The paper's Figure 2: input tokens, then token + segment + position embeddings, which sum to the input."""
     n = len(tokens)
-    ax.set_xlim(-2.2, n)
+    width = ax.figure.get_figwidth()
+    margin = max(2.2, 1.5 * n / max(width - 1.5, 1.0))  # about 1.5 inches for the row names, however many tokens
+    ax.set_xlim(-margin, n)
     ax.set_ylim(-0.2, 4.2)
     ax.axis("off")
     rows = [("Input", tokens, "#ffffff"), ("Token embeddings", [f"E[{t}]" for t in tokens], "#f6e3b4"),
@@ -130,7 +132,7 @@ def _input_representation(ax: Any, tokens: list[str], segments: list[int]) -> No
             ("Position embeddings", [f"E{i}" for i in range(n)], "#d9d2ee")]
     for k, (name, cells, color) in enumerate(rows):
         y = 3.6 - k
-        ax.text(-2.15, y, name, ha="left", va="center", fontsize=8, fontweight="bold")
+        ax.text(-margin + 0.05, y, name, ha="left", va="center", fontsize=8, fontweight="bold")
         for i, cell in enumerate(cells):
             ax.add_patch(_box(i, y, color))
             ax.text(i + 0.45, y, cell, ha="center", va="center", fontsize=6 if len(cell) > 8 else 7, clip_on=True)
