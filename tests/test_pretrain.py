@@ -288,3 +288,15 @@ def test_shuffle_segments_moves_words_with_their_labels_inside_each_segment() ->
         assert pairs == {(11, 111), (21, 121)}
     assert (ids == [2, 10, 11, 12, 13, 3, 20, 21, 22, 3]).all(), "the example itself is left alone"
     assert any((out["input_ids"] != ids).any() for out in outs)
+
+
+def test_gradient_checkpointing_and_accumulation_flags_keep_the_losses(tmp_path: Path, data_dir: Path) -> None:
+    # --gradient-checkpointing recomputes each layer in the backward pass (dropout replayed) and --accumulation 2
+    # runs the batch in two halves: the same losses as the plain run
+    args = ["pretrain", "--data", str(data_dir), "--steps", "3", "--batch-size", "8", "--lr", "1e-3", *TINY, *NO_DROPOUT,
+            "log.every=1", "log.eval_every=0", "checkpoint.every=0", "train.device=cpu"]
+    assert main([*args, "--out", str(tmp_path / "plain")]) == 0
+    assert main([*args, "--out", str(tmp_path / "lean"), "--gradient-checkpointing", "--accumulation", "2"]) == 0
+    plain, lean = losses(tmp_path / "plain"), losses(tmp_path / "lean")
+    assert sorted(plain) == [1, 2, 3] and [lean[s] for s in plain] == pytest.approx(list(plain.values()), rel=1e-5)
+    assert json.loads((tmp_path / "lean" / "config.json").read_text())["train"]["gradient_checkpointing"] is True

@@ -205,54 +205,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
-    from .predict import pipeline
+    from .predict import pipeline, predict_lines
 
     pipe = pipeline(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size)
-    two = pipe.task.name in ("pair", "qa")  # a text and a second text (pair) or a context (qa)
-    texts = _texts(args)
-    pairs: list[str] | None = None
-    errors: dict[int, str] = {}  # input index -> why it gives no prediction
-    if args.file is not None and args.file.suffix.lower() in (".jsonl", ".json") and not args.text:
-        texts, pairs, errors = _jsonl_inputs(texts, pipe.task.name, args.file)
-    elif args.pair is not None:
-        pairs = args.pair * len(texts) if len(args.pair) == 1 else args.pair
-    elif two:  # "first<TAB>second" lines, or another --sep
-        sep = args.sep or "\t"
-        split = [t.split(sep, 1) for t in texts]
-        errors = {i: f"expected two texts separated by {sep!r}" for i, p in enumerate(split) if texts[i].strip() and len(p) != 2}
-        texts = [p[0] if len(p) == 2 else "" for p in split]
-        pairs = [p[1] if len(p) == 2 else "" for p in split]
-    errors |= {i: "empty input" for i, t in enumerate(texts) if not t.strip() and i not in errors}
-    keep = [i for i in range(len(texts)) if i not in errors]
-    inputs = [texts[i].split() if args.words else texts[i] for i in keep]
-    rows = pipe(inputs, [pairs[i] for i in keep] if pairs is not None else None) if keep else []
-    answers = dict(zip(keep, rows, strict=True))
-    for i in range(len(texts)):  # one line an input line, in order
-        row = answers.get(i) or {"line": i + 1, "error": errors[i]}
+    jsonl = args.file is not None and args.file.suffix.lower() in (".jsonl", ".json") and not args.text
+    for row in predict_lines(pipe, _texts(args), pairs=args.pair, sep=args.sep, jsonl=jsonl, words=args.words,
+                             source=str(args.file or "<stdin>")):
         print(json.dumps(row, ensure_ascii=False))
-
-
-def _jsonl_inputs(lines: list[str], task: str, path: Path) -> tuple[list[str], list[str] | None, dict[int, str]]:
-    """Texts (and second texts or contexts) from JSON lines, with the field names training files use."""
-    from .tasks.classify import DEFAULT_NAMES
-
-    names = {"text": ("question",) + DEFAULT_NAMES["text"], "pair": ("context",) + DEFAULT_NAMES["pair"]}
-    texts, pairs, errors = [], [], {}
-    for i, line in enumerate(lines):
-        try:
-            obj = json.loads(line) if line.strip() else {}
-        except json.JSONDecodeError as e:
-            raise BertkitError(f"{path} line {i + 1}: not JSON ({e.msg})") from None
-        lowered = {k.lower(): v for k, v in obj.items()} if isinstance(obj, dict) else {}
-        text = next((lowered[n] for n in names["text"] if n in lowered), None)
-        pair = next((lowered[n] for n in names["pair"] if n in lowered), None)
-        if line.strip() and text is None:
-            errors[i] = f"no text field (one of {', '.join(names['text'][:4])}, ...)"
-        elif line.strip() and task in ("pair", "qa") and pair is None:
-            errors[i] = f"no {'context' if task == 'qa' else 'second text'} field"
-        texts.append(str(text or ""))
-        pairs.append(str(pair or ""))
-    return texts, pairs if task in ("pair", "qa") else None, errors
 
 
 def _texts(args: argparse.Namespace) -> list[str]:

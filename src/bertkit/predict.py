@@ -11,6 +11,7 @@ and nothing imports torch unless the model is a PyTorch one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,54 @@ class Pipeline:
         features = self.task.featurize(data, self.tokenizer, self.label2id)
         scores, _ = evaluate_task(self.backend, self.task, features, self.batch_size)
         return {"file": str(path), "examples": len(data), "skipped": data.report.total_skipped, **scores}
+
+
+def predict_lines(pipe: Pipeline, lines: list[str], *, pairs: list[str] | None = None, sep: str | None = None,
+                  jsonl: bool = False, words: bool = False, source: str = "<input>") -> list[dict[str, Any]]:
+    """`bertkit predict`'s answers: one for every input line, in order, an error row {"line", "error"} for a blank or
+    malformed one. A pair or qa model takes "first<TAB>second" lines (or another `sep`), or the second texts in
+    `pairs` (one for all, or one each); `jsonl` lines hold the fields training files use (sentence1/sentence2,
+    question/context, text, ...); `words`: NER inputs split on spaces as they are."""
+    two = pipe.task.name in ("pair", "qa")  # a text and a second text (pair) or a context (qa)
+    texts, seconds, errors = list(lines), None, {}  # errors: input index -> why it gives no prediction
+    if jsonl:
+        texts, seconds, errors = _jsonl_inputs(lines, two, pipe.task.name == "qa", source)
+    elif pairs is not None:
+        seconds = pairs * len(texts) if len(pairs) == 1 else list(pairs)
+    elif two:
+        sep = sep or "\t"
+        split = [t.split(sep, 1) for t in texts]
+        errors = {i: f"expected two texts separated by {sep!r}" for i, p in enumerate(split) if texts[i].strip() and len(p) != 2}
+        texts, seconds = [p[0] if len(p) == 2 else "" for p in split], [p[1] if len(p) == 2 else "" for p in split]
+    errors |= {i: "empty input" for i, t in enumerate(texts) if not t.strip() and i not in errors}
+    keep = [i for i in range(len(texts)) if i not in errors]
+    inputs = [texts[i].split() if words else texts[i] for i in keep]
+    answers = dict(zip(keep, pipe(inputs, [seconds[i] for i in keep] if seconds is not None else None) if keep else [],
+                       strict=True))
+    return [answers.get(i) or {"line": i + 1, "error": errors[i]} for i in range(len(texts))]
+
+
+def _jsonl_inputs(lines: list[str], two: bool, qa: bool, source: str) -> tuple[list[str], list[str] | None, dict[int, str]]:
+    """Texts (and second texts or contexts) from JSON lines, with the field names training files use."""
+    from .tasks.classify import DEFAULT_NAMES
+
+    names = {"text": ("question", *DEFAULT_NAMES["text"]), "pair": ("context", *DEFAULT_NAMES["pair"])}
+    texts, seconds, errors = [], [], {}
+    for i, line in enumerate(lines):
+        try:
+            obj = json.loads(line) if line.strip() else {}
+        except json.JSONDecodeError as e:
+            raise BertkitError(f"{source} line {i + 1}: not JSON ({e.msg})") from None
+        lowered = {k.lower(): v for k, v in obj.items()} if isinstance(obj, dict) else {}
+        text = next((lowered[n] for n in names["text"] if n in lowered), None)
+        second = next((lowered[n] for n in names["pair"] if n in lowered), None)
+        if line.strip() and text is None:
+            errors[i] = f"no text field (one of {', '.join(names['text'][:4])}, ...)"
+        elif line.strip() and two and second is None:
+            errors[i] = f"no {'context' if qa else 'second text'} field"
+        texts.append(str(text or ""))
+        seconds.append(str(second or ""))
+    return texts, seconds if two else None, errors
 
 
 def pipeline(model_dir: str | Path, task: str | None = None, *, revision: str | None = None, **options: Any) -> Any:
