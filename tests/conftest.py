@@ -29,6 +29,32 @@ def shared_data() -> Path:
 FAMILIES = ("classify", "pair", "regression", "qa", "ner", "ner-crf", "ner-constrained")
 
 
+@pytest.fixture
+def make_tiny_model(tmp_path: Path, shared_data: Path):
+    """Gives a function that saves a randomly initialized (seed 0) tiny BERT with the MiniLM vocabulary, as a
+    pre-trained model folder; its keyword arguments override config fields (the dropout rates, say)."""
+    import torch
+
+    import bertkit
+    from bertkit import BertConfig, Tokenizer
+
+    def make(**overrides: float) -> Path:
+        tok = Tokenizer.from_pretrained(shared_data / "models/all-MiniLM-L6-v2")
+        torch.manual_seed(0)
+        out = tmp_path / "-".join(["tiny", *(f"{k}={v}" for k, v in sorted(overrides.items()))])
+        bertkit.BertForPreTraining(BertConfig.preset("tiny", vocab_size=tok.vocab_size, **overrides)).save_pretrained(out)
+        tok.save_pretrained(out)
+        return out
+
+    return make
+
+
+@pytest.fixture
+def tiny_model(make_tiny_model) -> Path:
+    """A randomly initialized tiny BERT with the MiniLM vocabulary, saved like a pre-trained model."""
+    return make_tiny_model()
+
+
 @pytest.fixture(scope="session")
 def task_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Tiny models of every task family (and a pre-trained encoder, "encoder"), each a complete model folder

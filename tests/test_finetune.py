@@ -15,7 +15,7 @@ import torch
 import transformers
 
 import bertkit
-from bertkit import BertConfig, settings
+from bertkit import settings
 from bertkit.cli import main
 from bertkit.crf import CRF
 from bertkit.finetune import FinetuneSettings, finetune
@@ -23,18 +23,6 @@ from bertkit.predict import pipeline
 from bertkit.tokenizer import Tokenizer
 
 MINILM = "models/all-MiniLM-L6-v2"
-
-
-@pytest.fixture
-def tiny_model(tmp_path: Path, shared_data: Path) -> Path:
-    """A randomly initialized tiny BERT with the MiniLM vocabulary, saved like a pre-trained model."""
-    tok = Tokenizer.from_pretrained(shared_data / MINILM)
-    torch.manual_seed(0)
-    model = bertkit.BertForPreTraining(BertConfig.preset("tiny", vocab_size=tok.vocab_size))
-    out = tmp_path / "tiny"
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
 
 
 def ft_settings(**flags: object) -> FinetuneSettings:

@@ -19,19 +19,11 @@ from bertkit.cli import main
 from bertkit.finetune import FinetuneSettings, Selection, finetune, is_better
 from bertkit.predict import pipeline
 from bertkit.runlog import read_log
-from bertkit.tokenizer import Tokenizer
 
 MINILM = "models/all-MiniLM-L6-v2"
 
 
-def tiny(tmp_path: Path, shared_data: Path, dropout: float = 0.1) -> Path:
-    tok = Tokenizer.from_pretrained(shared_data / MINILM)
-    torch.manual_seed(0)
-    cfg = BertConfig.preset("tiny", vocab_size=tok.vocab_size, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    out = tmp_path / f"tiny-{dropout}"
-    bertkit.BertForPreTraining(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 
 def head(src: Path, dst: Path, lines: int) -> Path:
@@ -76,10 +68,10 @@ def test_selection_is_a_function_of_the_history() -> None:
     assert is_better("f1", 10.0, None) and not is_better("f1", float("nan"), None) and is_better("f1", 1.0, float("nan"))
 
 
-def test_the_kept_checkpoint_is_the_best_evaluation_by_the_metric(tmp_path: Path, shared_data: Path) -> None:
+def test_the_kept_checkpoint_is_the_best_evaluation_by_the_metric(tmp_path: Path, shared_data: Path, tiny_model: Path) -> None:
     train, dev = keyword_task(tmp_path / "train.tsv", 512, seed=0), keyword_task(tmp_path / "dev.tsv", 64, seed=1)
     out = tmp_path / "out"
-    summary = finetune(ft(model=tiny(tmp_path, shared_data), data__train=train, data__dev=dev, out=out, train__epochs=3,
+    summary = finetune(ft(model=tiny_model, data__train=train, data__dev=dev, out=out, train__epochs=3,
                           train__batch_size=16, optim__lr=3e-3, train__eval_every=12, train__metric="mcc"))
     evals = evaluations(out / "run")
     assert [e["step"] for e in evals] == list(range(12, 97, 12))  # every 12 updates (32 an epoch), instead of every epoch
@@ -97,33 +89,33 @@ def test_the_kept_checkpoint_is_the_best_evaluation_by_the_metric(tmp_path: Path
     assert f"| 16 | 0.003 | 3 | {best['step']} | {best['mcc']:.2f} | {best['accuracy']:.2f} |" in (out / "grid.md").read_text()
 
 
-def test_early_stopping_ends_a_run_that_stopped_improving(tmp_path: Path, shared_data: Path) -> None:
+def test_early_stopping_ends_a_run_that_stopped_improving(tmp_path: Path, shared_data: Path, tiny_model: Path) -> None:
     # at a learning rate of ~0 nothing changes: the first evaluation stays the best, and after `patience` more the
     # run stops, long before its 12 updates
     train, dev = sst2(tmp_path, shared_data)
     out = tmp_path / "out"
-    summary = finetune(ft(model=tiny(tmp_path, shared_data), data__train=train, data__dev=dev, out=out, train__epochs=3,
+    summary = finetune(ft(model=tiny_model, data__train=train, data__dev=dev, out=out, train__epochs=3,
                           train__batch_size=32, optim__lr=1e-12, train__eval_every=1, train__early_stopping=2))
     assert [e["step"] for e in evaluations(out / "run")] == [1, 2, 3]
     assert summary["best"]["step"] == 1 and max(r["step"] for r in read_log(out / "run" / "log.jsonl")) == 3
     # resuming the finished run gives back its summary, without training
-    assert finetune(ft(model=out.parent / "tiny-0.1", data__train=train, data__dev=dev, out=out, train__epochs=3,
+    assert finetune(ft(model=tiny_model, data__train=train, data__dev=dev, out=out, train__epochs=3,
                        train__batch_size=32, optim__lr=1e-12, train__eval_every=1, train__early_stopping=2), resume=True) == summary
 
 
-def test_a_metric_the_task_does_not_report_is_one_line(tmp_path: Path, shared_data: Path, capsys) -> None:
+def test_a_metric_the_task_does_not_report_is_one_line(tmp_path: Path, shared_data: Path, tiny_model: Path, capsys) -> None:
     train, dev = sst2(tmp_path, shared_data)
-    code = main(["finetune", "--model", str(tiny(tmp_path, shared_data)), "--train", str(train), "--dev", str(dev),
+    code = main(["finetune", "--model", str(tiny_model), "--train", str(train), "--dev", str(dev),
                  "--out", str(tmp_path / "out"), "--metric", "pearson"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err == "bertkit: error: --metric pearson: the classify task reports accuracy, f1, mcc"
     assert not (tmp_path / "out").exists()  # refused before anything was read or written
 
 
-def test_accumulation_gives_the_same_updates(tmp_path: Path, shared_data: Path) -> None:
+def test_accumulation_gives_the_same_updates(tmp_path: Path, shared_data: Path, make_tiny_model) -> None:
     # without dropout, a batch of 32 in 4 micro-batches of 8 is the batch of 32: the same losses and weights
     train, dev = sst2(tmp_path, shared_data)
-    model = tiny(tmp_path, shared_data, dropout=0.0)
+    model = make_tiny_model(**NO_DROPOUT)
     runs = {}
     for k in (1, 4):
         runs[k] = tmp_path / f"acc{k}"
@@ -159,9 +151,9 @@ def test_gradient_checkpointing_gives_the_same_gradients_with_dropout() -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
-def test_torchrun_two_processes_equal_one(tmp_path: Path, shared_data: Path) -> None:
+def test_torchrun_two_processes_equal_one(tmp_path: Path, shared_data: Path, make_tiny_model) -> None:
     train, dev = sst2(tmp_path, shared_data)
-    args = ["finetune", "--model", str(tiny(tmp_path, shared_data, dropout=0.0)), "--train", str(train), "--dev", str(dev),
+    args = ["finetune", "--model", str(make_tiny_model(**NO_DROPOUT)), "--train", str(train), "--dev", str(dev),
             "--epochs", "2", "--batch-size", "32", "--lr", "1e-3", "--device", "cpu", "train.progress=false"]
     one, two = tmp_path / "one", tmp_path / "two"
     subprocess.run([sys.executable, "-m", "bertkit.cli", *args, "--out", str(one)], check=True, capture_output=True)

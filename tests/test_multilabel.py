@@ -42,15 +42,6 @@ def topics_file(path: Path, n: int, seed: int) -> Path:
     return path
 
 
-def tiny(tmp_path: Path, shared_data: Path) -> Path:
-    tok = Tokenizer.from_pretrained(shared_data / MINILM)
-    torch.manual_seed(0)
-    out = tmp_path / "tiny"
-    bertkit.BertForPreTraining(BertConfig.preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
 def test_labels_from_json_lists_and_joined_cells(tmp_path: Path) -> None:
     task = get_task("classify", multi_label=True)
     (tmp_path / "a.jsonl").write_text('{"text": "x", "labels": ["b", "a"]}\n{"text": "y", "labels": []}\n')
@@ -97,11 +88,12 @@ def test_loss_and_logits_match_transformers_multi_label(tmp_path: Path) -> None:
     torch.testing.assert_close(a.loss, b.loss, atol=1e-6, rtol=0)
 
 
-def test_multi_label_trains_loads_in_transformers_and_predicts(tmp_path: Path, shared_data: Path, capsys) -> None:
+def test_multi_label_trains_loads_in_transformers_and_predicts(tmp_path: Path, shared_data: Path, tiny_model: Path,
+                                                                capsys) -> None:
     train, dev = topics_file(tmp_path / "train.jsonl", 512, 0), topics_file(tmp_path / "dev.jsonl", 96, 1)
     out = tmp_path / "out"
     cfg = settings.load(FinetuneSettings, flags={
-        "model": tiny(tmp_path, shared_data), "out": out, "data.train": train, "data.dev": dev, "task.multi_label": True,
+        "model": tiny_model, "out": out, "data.train": train, "data.dev": dev, "task.multi_label": True,
         "task.tune_thresholds": True, "train.epochs": 6, "train.batch_size": 16, "optim.lr": 1e-3, "train.progress": False})
     summary = finetune(cfg)
     assert summary["metric"] == "micro_f1" and summary["labels"] == ["food", "money", "sport"]

@@ -8,10 +8,8 @@ import random
 from pathlib import Path
 
 import pytest
-import torch
 
-import bertkit
-from bertkit import BertConfig, settings
+from bertkit import settings
 from bertkit.cli import main
 from bertkit.finetune import FinetuneSettings, finetune
 from bertkit.predict import pipeline
@@ -19,7 +17,6 @@ from bertkit.tasks import QAExample, QAPrediction
 from bertkit.tasks.base import Dataset, ReadReport
 from bertkit.tasks.metrics import squad_f1, squad_normalize
 from bertkit.tasks.qa import best_null_threshold
-from bertkit.tokenizer import Tokenizer
 
 
 def find_best_thresh(preds: dict, scores: dict, na_probs: dict, qid_to_has_ans: dict) -> tuple[float, float]:
@@ -94,16 +91,11 @@ def squad_v2(source: Path, path: Path, questions: int, seed: int, offset: int) -
     return path
 
 
-def test_fine_tuning_searches_the_threshold_and_saves_it(tmp_path: Path, shared_data: Path, capsys) -> None:
-    tok = Tokenizer.from_pretrained(shared_data / "models/all-MiniLM-L6-v2")
-    torch.manual_seed(0)
-    base = tmp_path / "tiny"
-    bertkit.BertForPreTraining(BertConfig.preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(base)
-    tok.save_pretrained(base)
+def test_fine_tuning_searches_the_threshold_and_saves_it(tmp_path: Path, shared_data: Path, tiny_model: Path, capsys) -> None:
     source = shared_data / "squad_v1.1/dev-v1.1.json"  # train and dev from paragraphs far apart (0 and 500 on)
     train, dev = squad_v2(source, tmp_path / "train.json", 240, 0, 0), squad_v2(source, tmp_path / "dev.json", 90, 1, 500)
     out = tmp_path / "out"
-    flags = {"task.name": "qa", "model": base, "data.train": train, "data.dev": dev, "train.epochs": 2, "optim.lr": 1e-3,
+    flags = {"task.name": "qa", "model": tiny_model, "data.train": train, "data.dev": dev, "train.epochs": 2, "optim.lr": 1e-3,
              "task.max_seq_length": 128, "train.progress": False}
     summary = finetune(settings.load(FinetuneSettings, flags={**flags, "out": out}))
     dev_at_0, tuned = summary["best"]["dev"], summary["best"]["dev_tuned"]

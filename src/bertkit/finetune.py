@@ -14,6 +14,7 @@ Under `torchrun --nproc_per_node N` each process takes its share of every batch 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import logging
@@ -374,10 +375,10 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "config.json", json.dumps(settings.to_dict(cfg), indent=2) + "\n")
 
-    hidden = BertConfig.load(base).hidden_size
-    if hidden <= 256 and max(p[1] for p in cfg.points()) <= 5e-5:
+    hidden, top_lr = BertConfig.load(base).hidden_size, max(p[1] for p in cfg.points())
+    if hidden <= 256 and top_lr <= 5e-5:
         log.warning("a learning rate of %g is the paper's for BERT-Base; a model of hidden size %d usually wants more "
-                    "(about 1e-3 for the tiny preset): docs/your-data.md", max(p[1] for p in cfg.points()), hidden)
+                    "(about 1e-3 for the tiny preset): docs/your-data.md", top_lr, hidden)
     weights = class_weights(cfg.train.class_weights, train_features) if cfg.train.class_weights else None
     if weights is not None:
         log.warning("class weights: %s", ", ".join(f"{label} {w:.3g}" for label, w in zip(labels, weights, strict=True)))
@@ -491,13 +492,10 @@ def _tune_on_dev(model_dir: Path, task: Task, dev: Features, cfg: FinetuneSettin
                  ctx: distributed.Context) -> tuple[dict[str, Any], dict[str, float]] | None:
     """Decoding settings the task tunes on dev for the kept model (multi-label thresholds; SQuAD 2.0's null-score
     threshold), written into its task options; gives them and the dev scores with them (optimistic: tuned on dev)."""
-    computed: list[Any] = []
-
-    def outputs() -> Any:  # the kept model's dev logits, computed only when the task tunes something
-        if not computed:
-            model = MODEL_CLASSES[task.architecture].from_pretrained(model_dir).to(ctx.device)
-            computed.append(infer(model, task, dev, cfg.train.eval_batch_size, cfg.train.precision))
-        return computed[0]
+    @functools.cache
+    def outputs() -> Any:  # the kept model's dev logits, computed only when the task tunes something, and once
+        model = MODEL_CLASSES[task.architecture].from_pretrained(model_dir).to(ctx.device)
+        return infer(model, task, dev, cfg.train.eval_batch_size, cfg.train.precision)
 
     found = task.tuned_options(dev, outputs)
     if not found:
