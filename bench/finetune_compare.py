@@ -19,6 +19,7 @@ import math
 import platform
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,33 @@ def hf_outputs(model: torch.nn.Module, task, features, batch_size: int = 64) -> 
     return {n: np.concatenate(v) for n, v in result.items()}
 
 
+def hf_epochs(model: torch.nn.Module, task, train_f, epochs: int, batch_size: int, lr: float, seed: int,
+              t0: float) -> Iterator[int]:
+    """Trains a transformers model the plain way (random batches padded to their longest row, fused AdamW with
+    bertkit's parameter groups, eps 1e-6, weight decay 0.01, linear warmup over 10% then decay, clipping at 1),
+    yielding the epoch number after each epoch (for scoring), with a progress line every twentieth of the steps."""
+    opt = torch.optim.AdamW(parameter_groups(model, 0.01), lr=lr, betas=(0.9, 0.999), eps=1e-6, fused=True)
+    steps = math.ceil(len(train_f) / batch_size) * epochs
+    sched = linear_schedule(opt, warmup_steps_for(steps, 0.1), steps)
+    gen = torch.Generator().manual_seed(seed)
+    step = 0
+    model.train()
+    for epoch in range(1, epochs + 1):
+        order = torch.randperm(len(train_f), generator=gen).tolist()
+        for lo in range(0, len(order), batch_size):
+            batch = task.collate([train_f.rows[i] for i in order[lo : lo + batch_size]], train_f.pad_token_id)
+            loss = model(**{k: torch.from_numpy(v) for k, v in batch.items()}).loss  # the tasks collate numpy
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            if step % max(1, steps // 20) == 0:
+                print(f"transformers: step {step}/{steps}, {time.perf_counter() - t0:.0f} s", flush=True)
+        yield epoch
+
+
 def run_transformers(job: Job, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     tok = Tokenizer.from_pretrained(MINILM)
@@ -127,28 +155,9 @@ def run_transformers(job: Job, seed: int) -> dict[str, Any]:
     train_f, dev_f = task.featurize(train_data, tok, label2id), task.featurize(dev_data, tok, label2id)
     torch.manual_seed(seed)
     model = hf_model(job.task, labels)
-    opt = torch.optim.AdamW(parameter_groups(model, 0.01), lr=job.lr, betas=(0.9, 0.999), eps=1e-6, fused=True)
-    steps_per_epoch = math.ceil(len(train_f) / job.batch_size)
-    steps = steps_per_epoch * job.epochs
-    sched = linear_schedule(opt, warmup_steps_for(steps, 0.1), steps)
-    gen = torch.Generator().manual_seed(seed)
-    history, step = [], 0
-    model.train()
-    for _ in range(job.epochs):
-        order = torch.randperm(len(train_f), generator=gen).tolist()
-        for lo in range(0, len(order), job.batch_size):
-            batch = task.collate([train_f.rows[i] for i in order[lo : lo + job.batch_size]], train_f.pad_token_id)
-            loss = model(**{k: torch.from_numpy(v) for k, v in batch.items()}).loss  # the tasks collate numpy
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            if step % max(1, steps // 20) == 0:
-                print(f"transformers: step {step}/{steps}, {time.perf_counter() - t0:.0f} s", flush=True)
-        scores = task.score(dev_data, task.decode(dev_f, hf_outputs(model, task, dev_f)))
-        history.append(scores)
+    history = []
+    for _ in hf_epochs(model, task, train_f, job.epochs, job.batch_size, job.lr, seed, t0):
+        history.append(task.score(dev_data, task.decode(dev_f, hf_outputs(model, task, dev_f))))
     result: dict[str, Any] = {"dev": history[-1]}
     if job.test is not None:
         test_data = task.read(job.test)

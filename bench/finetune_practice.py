@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import tempfile
 import time
@@ -30,13 +29,12 @@ import torch
 
 from bertkit import settings
 from bertkit.finetune import FinetuneSettings, finetune
-from bertkit.optim import linear_schedule, parameter_groups, warmup_steps_for
 from bertkit.predict import evaluate_task, pipeline
 from bertkit.tasks import get_task, read_conll
 from bertkit.tokenizer import Tokenizer
 
 from .common import RESULTS_DIR, SHARED_DATA, machine
-from .finetune_compare import MINILM, hf_outputs
+from .finetune_compare import MINILM, hf_epochs, hf_outputs
 
 SETTINGS = {"epochs": 3, "batch_size": 32, "lr": 5e-5, "max_seq_length": 128, "seed": 42}
 TYPES = ("LOC", "MISC", "ORG", "PER")
@@ -79,21 +77,8 @@ def multilabel_transformers(train: Path, dev: Path, test: Path) -> dict[str, Any
     model = transformers.BertForSequenceClassification.from_pretrained(
         MINILM, attn_implementation="sdpa", num_labels=len(labels), id2label=dict(enumerate(labels)),
         label2id=label2id, problem_type="multi_label_classification")
-    opt = torch.optim.AdamW(parameter_groups(model, 0.01), lr=s["lr"], betas=(0.9, 0.999), eps=1e-6, fused=True)
-    steps = math.ceil(len(train_f) / s["batch_size"]) * s["epochs"]
-    sched = linear_schedule(opt, warmup_steps_for(steps, 0.1), steps)
-    gen = torch.Generator().manual_seed(s["seed"])
     best: dict[str, Any] | None = None
-    model.train()
-    for epoch in range(1, s["epochs"] + 1):
-        order = torch.randperm(len(train_f), generator=gen).tolist()
-        for lo in range(0, len(order), s["batch_size"]):
-            batch = task.collate([train_f.rows[i] for i in order[lo : lo + s["batch_size"]]], train_f.pad_token_id)
-            model(**{k: torch.from_numpy(v) for k, v in batch.items()}).loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+    for epoch in hf_epochs(model, task, train_f, s["epochs"], s["batch_size"], s["lr"], s["seed"], t0):
         scores = task.score(dev_data, task.decode(dev_f, hf_outputs(model, task, dev_f)))
         print(f"transformers: epoch {epoch}: dev {scores}, {time.perf_counter() - t0:.0f} s", flush=True)
         if best is None or scores["micro_f1"] > best["dev"]["micro_f1"]:
