@@ -26,12 +26,30 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-FAMILIES = ("classify", "pair", "regression", "qa", "ner", "ner-crf", "ner-constrained")
+@pytest.fixture(scope="session")
+def builtin_data() -> Path:
+    """The package's built-in English task files ({classify,pair,qa,ner}/{train,dev}): small real samples that
+    every clone has, so that fine-tuning tests run without ../shared."""
+    from bertkit.demo.run import data_dir
+
+    return data_dir("en")
+
+
+@pytest.fixture(scope="session")
+def vocab(tmp_path_factory: pytest.TempPathFactory, builtin_data: Path) -> Path:
+    """A folder with a WordPiece vocabulary of 2,000 pieces learnt once per session from the built-in
+    classification sentences: the tiny models' vocabulary (small, so their embeddings train fast)."""
+    from bertkit import Tokenizer
+
+    lines = (builtin_data / "classify" / "train.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    folder = tmp_path_factory.mktemp("vocab")
+    Tokenizer.train([line.split("\t")[0] for line in lines], 2000).save_pretrained(folder)
+    return folder
 
 
 @pytest.fixture
-def make_tiny_model(tmp_path: Path, shared_data: Path):
-    """Gives a function that saves a randomly initialized (seed 0) tiny BERT with the MiniLM vocabulary, as a
+def make_tiny_model(tmp_path: Path, vocab: Path):
+    """Gives a function that saves a randomly initialized (seed 0) tiny BERT with the session's vocabulary, as a
     pre-trained model folder; its keyword arguments override config fields (the dropout rates, say)."""
     import torch
 
@@ -39,7 +57,7 @@ def make_tiny_model(tmp_path: Path, shared_data: Path):
     from bertkit import BertConfig, Tokenizer
 
     def make(**overrides: float) -> Path:
-        tok = Tokenizer.from_pretrained(shared_data / "models/all-MiniLM-L6-v2")
+        tok = Tokenizer.from_pretrained(vocab)
         torch.manual_seed(0)
         out = tmp_path / "-".join(["tiny", *(f"{k}={v}" for k, v in sorted(overrides.items()))])
         bertkit.BertForPreTraining(BertConfig.preset("tiny", vocab_size=tok.vocab_size, **overrides)).save_pretrained(out)
@@ -51,14 +69,14 @@ def make_tiny_model(tmp_path: Path, shared_data: Path):
 
 @pytest.fixture
 def tiny_model(make_tiny_model) -> Path:
-    """A randomly initialized tiny BERT with the MiniLM vocabulary, saved like a pre-trained model."""
+    """A randomly initialized tiny BERT with the session's vocabulary, saved like a pre-trained model."""
     return make_tiny_model()
 
 
 @pytest.fixture(scope="session")
-def task_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def task_models(tmp_path_factory: pytest.TempPathFactory, vocab: Path) -> dict[str, Path]:
     """Tiny models of every task family (and a pre-trained encoder, "encoder"), each a complete model folder
-    with its task file, as `bertkit finetune` writes it; a vocabulary learnt from the package's demo text.
+    with its task file, as `bertkit finetune` writes it; the session's vocabulary (`vocab`).
     The heads' weights are scaled up, so that predictions are decisive (no near-ties between labels)."""
     import json
 
@@ -66,12 +84,10 @@ def task_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     import bertkit
     from bertkit import BertConfig, Tokenizer
-    from bertkit.demo.run import data_dir
 
     root = tmp_path_factory.mktemp("task-models")
     torch.manual_seed(0)  # the CRF's transitions start random at construction
-    lines = (data_dir("en") / "classify" / "train.tsv").read_text(encoding="utf-8").splitlines()[1:]
-    tok = Tokenizer.train([line.split("\t")[0] for line in lines], 2000)
+    tok = Tokenizer.from_pretrained(vocab)
     base = BertConfig.preset("tiny", vocab_size=tok.vocab_size)
     tags = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
     specs = {  # name: (model, task, labels, task options)

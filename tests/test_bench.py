@@ -3,6 +3,7 @@ preset and give well-formed figures. They check the output's structure, not spee
 a busy machine slows them in proportion (two OpenMP threads wait on each other when a core is taken)."""
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -11,13 +12,27 @@ import pytest
 
 from bertkit import BertConfig
 
+pytestmark = pytest.mark.slow  # whole benchmark runs: the full suite only (./dev test)
+
 ROOT = Path(__file__).parents[1]
+# `python -m bench ARGS`, each record also giving what its figures are computed from (under "raw"): every kept
+# round's seconds on each side, the real tokens and useful FLOPs of each batch, and the GEMM peak used
+RECORDING = """
+import sys
+from bench import common
+from bench.__main__ import main
+
+summary = common.Comparison.summary
+common.Comparison.summary = lambda c: {**summary(c), "raw": {"seconds": c.times, "tokens": c.tokens, "flops": c.flops,
+                                                             "peak": c.peak}}
+main(sys.argv[1:])
+"""
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("bench")
-    cmd = [sys.executable, "-m", "bench", "--quick", "--only", "pretrain", "--only", "inference", "--preset", "tiny",
+    cmd = [sys.executable, "-c", RECORDING, "--quick", "--only", "pretrain", "--only", "inference", "--preset", "tiny",
            "--batch-size", "4", "--seq-len", "32", "--no-memory", "--threads", "1", "--out", str(out / "RESULTS.md"),
            "--json", str(out / "results.json")]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -25,10 +40,25 @@ def quick_run(tmp_path_factory) -> tuple[dict, str]:
     return json.loads((out / "results.json").read_text()), (out / "RESULTS.md").read_text()
 
 
-def check_comparison(record: dict) -> None:
-    assert record["ratio"] > 0
-    for side in ("bertkit", "transformers"):
-        assert record[side]["tok_s"] > 0
+def check_comparison(record: dict, peaks: dict[str, float]) -> None:
+    """Checks a record's figures against their definitions in bench/common.py, from the times of its rounds."""
+    raw = record["raw"]
+    ours, theirs = raw["seconds"]["bertkit"], raw["seconds"]["transformers"]
+    # the same workload on both sides: the same rounds, round i on batch i % (number of batches) for both
+    assert len(ours) == len(theirs) == record["rounds"] == 3 and record["discarded"] == 0
+    assert len(raw["tokens"]) == len(raw["flops"]) and all(t > 0 for t in raw["tokens"])
+    assert raw["peak"] == peaks[record["config"]["precision"]]  # the peak of the record's precision
+    # ratio: the median over rounds of t_transformers / t_bertkit, paired round by round; best-of: the fastest calls
+    assert record["ratio"] == pytest.approx(statistics.median(t / o for o, t in zip(ours, theirs, strict=True)), rel=1e-9)
+    assert record["best_ratio"] == pytest.approx(min(theirs) / min(ours), rel=1e-9)
+    for side, seconds in (("bertkit", ours), ("transformers", theirs)):
+        batch = [i % len(raw["tokens"]) for i in range(len(seconds))]
+        # tokens/s and MFU: medians over rounds of that round's tokens (useful FLOPs / peak) over its time
+        assert record[side]["tok_s"] == pytest.approx(
+            statistics.median(raw["tokens"][b] / t for b, t in zip(batch, seconds, strict=True)), rel=1e-9)
+        assert record[side]["mfu"] == pytest.approx(
+            statistics.median(raw["flops"][b] / t for b, t in zip(batch, seconds, strict=True)) / raw["peak"], rel=1e-9)
+        assert record[side]["ms"] == pytest.approx(1000 * statistics.median(seconds), rel=1e-9)
         assert 0 < record[side]["mfu"] <= 1, record
 
 
@@ -36,9 +66,12 @@ def test_pretraining_step_figures(quick_run):
     results, _ = quick_run
     records = results["sections"]["pretrain"]["records"]
     assert {(r["config"]["preset"], r["config"]["precision"]) for r in records} == {("tiny", "fp32"), ("tiny", "bf16")}
-    for r in records:
-        check_comparison(r)
     assert results["header"]["peaks"]["fp32"] > 0 and results["header"]["peaks"]["bf16"] > 0
+    for r in records:
+        check_comparison(r, results["header"]["peaks"])
+        # 4 distinct batches of 4 x 32, cycled (the quick run's 3 rounds take the first 3): real tokens, 15% masked
+        assert r["config"]["batch"] == "4 x 32" and len(r["raw"]["tokens"]) == 4 and max(r["raw"]["tokens"]) <= 128
+        assert 0 < r["masked_per_batch"] < 0.2 * 128
 
 
 def useful_inference_flops(cfg: BertConfig, batch: int, length: int) -> int:
@@ -56,7 +89,7 @@ def test_inference_figures(quick_run):
     full = [r for r in records if r["config"]["workload"] == "4 x 32 full"]
     assert sorted(r["config"]["precision"] for r in full) == ["bf16", "fp32"]
     for r in records:
-        check_comparison(r)
+        check_comparison(r, results["header"]["peaks"])
     # the full 4 x 32 batch is the same work every round: --quick's three rounds give speed and MFU from the middle
     # (median) round's time, 128 tokens and the FLOPs counted above
     flops = useful_inference_flops(BertConfig.preset("tiny"), 4, 32)

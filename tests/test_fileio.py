@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import errno
-import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,11 +41,12 @@ def test_an_interrupted_write_keeps_the_old_file(tmp_path: Path) -> None:
     assert len(list(tmp_path.iterdir())) == 1
 
 
-def test_written_files_get_the_usual_mode(tmp_path: Path) -> None:
-    mask = os.umask(0o022)
-    try:
-        atomic_write_text(tmp_path / "a" / "b.txt", "x")  # parents are made
-    finally:
-        os.umask(mask)
-    mode = stat.S_IMODE((tmp_path / "a" / "b.txt").stat().st_mode)
-    assert mode == 0o666 & ~0o022 or mode == 0o666 & ~mask  # not mkstemp's 0600
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)], ids=["umask 022", "umask 027"])
+def test_written_files_get_the_mode_the_umask_gives(tmp_path: Path, umask: int, mode: int) -> None:
+    # mkstemp makes its file 0600 whatever the umask; a written file must get what open() would give it. A fresh
+    # process with a known umask, since bertkit.fileio reads the umask once, at import.
+    code = ("import os, sys; os.umask(int(sys.argv[1], 8)); from bertkit.fileio import atomic_write_text; "
+            "atomic_write_text(sys.argv[2], 'x')")
+    path = tmp_path / "a" / "b.txt"  # parents are made
+    subprocess.run([sys.executable, "-c", code, oct(umask), str(path)], check=True)
+    assert stat.S_IMODE(path.stat().st_mode) == mode

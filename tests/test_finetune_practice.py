@@ -1,5 +1,6 @@
 """Fine-tuning the way practitioners run it: the best checkpoint by a chosen dev metric, evaluation every N
-steps, early stopping, gradient accumulation, gradient checkpointing, and torchrun equal to one process."""
+steps, early stopping, gradient accumulation, gradient checkpointing, and torchrun equal to one process.
+The data: generated keyword tasks, or samples of the package's built-in classification files."""
 
 from __future__ import annotations
 
@@ -20,9 +21,6 @@ from bertkit.finetune import FinetuneSettings, Selection, finetune, is_better
 from bertkit.predict import pipeline
 from bertkit.runlog import read_log
 
-MINILM = "models/all-MiniLM-L6-v2"
-
-
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 
@@ -31,9 +29,10 @@ def head(src: Path, dst: Path, lines: int) -> Path:
     return dst
 
 
-def sst2(tmp_path: Path, shared_data: Path, train: int = 129, dev: int = 65) -> tuple[Path, Path]:
-    return (head(shared_data / "sst2/train.tsv", tmp_path / "train.tsv", train),
-            head(shared_data / "sst2/dev.tsv", tmp_path / "dev.tsv", dev))
+def books(tmp_path: Path, builtin_data: Path, train: int = 129, dev: int = 65) -> tuple[Path, Path]:
+    """The first rows (header included) of the built-in classification task: which book a sentence is from."""
+    return (head(builtin_data / "classify/train.tsv", tmp_path / "train.tsv", train),
+            head(builtin_data / "classify/dev.tsv", tmp_path / "dev.tsv", dev))
 
 
 def keyword_task(path: Path, n: int, seed: int) -> Path:
@@ -68,15 +67,16 @@ def test_selection_is_a_function_of_the_history() -> None:
     assert is_better("f1", 10.0, None) and not is_better("f1", float("nan"), None) and is_better("f1", 1.0, float("nan"))
 
 
-def test_the_kept_checkpoint_is_the_best_evaluation_by_the_metric(tmp_path: Path, shared_data: Path, tiny_model: Path) -> None:
+def test_the_kept_checkpoint_is_the_best_evaluation_by_the_metric(tmp_path: Path, tiny_model: Path) -> None:
     train, dev = keyword_task(tmp_path / "train.tsv", 512, seed=0), keyword_task(tmp_path / "dev.tsv", 64, seed=1)
     out = tmp_path / "out"
+    # a learning rate high enough that dev falls back after its early peak (so does any from 4e-3 to 8e-3)
     summary = finetune(ft(model=tiny_model, data__train=train, data__dev=dev, out=out, train__epochs=3,
-                          train__batch_size=16, optim__lr=3e-3, train__eval_every=12, train__metric="mcc"))
+                          train__batch_size=16, optim__lr=6e-3, train__eval_every=12, train__metric="mcc"))
     evals = evaluations(out / "run")
     assert [e["step"] for e in evals] == list(range(12, 97, 12))  # every 12 updates (32 an epoch), instead of every epoch
     best = max(evals, key=lambda e: e["mcc"])  # max gives the first of equals
-    assert best["mcc"] > 50 and best != evals[-1] and len({e["mcc"] for e in evals}) > 2  # the choice mattered
+    assert best["mcc"] > 50 and evals[-1]["mcc"] < best["mcc"] and len({e["mcc"] for e in evals}) > 2  # the choice mattered
     assert summary["metric"] == "mcc" and summary["best"]["step"] == best["step"]
     assert summary["best"]["epoch"] == round(best["step"] / 32, 2)
     assert summary["best"]["dev"] == {k: v for k, v in best.items() if k != "step"}
@@ -86,13 +86,13 @@ def test_the_kept_checkpoint_is_the_best_evaluation_by_the_metric(tmp_path: Path
     assert {k: v for k, v in kept.evaluate(dev).items() if k in best and k != "step"} == pytest.approx(summary["best"]["dev"])
     results = json.loads((out / "results.json").read_text())
     assert results["best"]["step"] == best["step"] and results["metric"] == "mcc"
-    assert f"| 16 | 0.003 | 3 | {best['step']} | {best['mcc']:.2f} | {best['accuracy']:.2f} |" in (out / "grid.md").read_text()
+    assert f"| 16 | 0.006 | 3 | {best['step']} | {best['mcc']:.2f} | {best['accuracy']:.2f} |" in (out / "grid.md").read_text()
 
 
-def test_early_stopping_ends_a_run_that_stopped_improving(tmp_path: Path, shared_data: Path, tiny_model: Path) -> None:
+def test_early_stopping_ends_a_run_that_stopped_improving(tmp_path: Path, builtin_data: Path, tiny_model: Path) -> None:
     # at a learning rate of ~0 nothing changes: the first evaluation stays the best, and after `patience` more the
     # run stops, long before its 12 updates
-    train, dev = sst2(tmp_path, shared_data)
+    train, dev = books(tmp_path, builtin_data)
     out = tmp_path / "out"
     summary = finetune(ft(model=tiny_model, data__train=train, data__dev=dev, out=out, train__epochs=3,
                           train__batch_size=32, optim__lr=1e-12, train__eval_every=1, train__early_stopping=2))
@@ -103,8 +103,8 @@ def test_early_stopping_ends_a_run_that_stopped_improving(tmp_path: Path, shared
                        train__batch_size=32, optim__lr=1e-12, train__eval_every=1, train__early_stopping=2), resume=True) == summary
 
 
-def test_a_metric_the_task_does_not_report_is_one_line(tmp_path: Path, shared_data: Path, tiny_model: Path, capsys) -> None:
-    train, dev = sst2(tmp_path, shared_data)
+def test_a_metric_the_task_does_not_report_is_one_line(tmp_path: Path, builtin_data: Path, tiny_model: Path, capsys) -> None:
+    train, dev = books(tmp_path, builtin_data)
     code = main(["finetune", "--model", str(tiny_model), "--train", str(train), "--dev", str(dev),
                  "--out", str(tmp_path / "out"), "--metric", "pearson"])
     err = capsys.readouterr().err.strip()
@@ -112,9 +112,9 @@ def test_a_metric_the_task_does_not_report_is_one_line(tmp_path: Path, shared_da
     assert not (tmp_path / "out").exists()  # refused before anything was read or written
 
 
-def test_accumulation_gives_the_same_updates(tmp_path: Path, shared_data: Path, make_tiny_model) -> None:
+def test_accumulation_gives_the_same_updates(tmp_path: Path, builtin_data: Path, make_tiny_model) -> None:
     # without dropout, a batch of 32 in 4 micro-batches of 8 is the batch of 32: the same losses and weights
-    train, dev = sst2(tmp_path, shared_data)
+    train, dev = books(tmp_path, builtin_data)
     model = make_tiny_model(**NO_DROPOUT)
     runs = {}
     for k in (1, 4):
@@ -151,8 +151,9 @@ def test_gradient_checkpointing_gives_the_same_gradients_with_dropout() -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
-def test_torchrun_two_processes_equal_one(tmp_path: Path, shared_data: Path, make_tiny_model) -> None:
-    train, dev = sst2(tmp_path, shared_data)
+@pytest.mark.slow
+def test_torchrun_two_processes_equal_one(tmp_path: Path, builtin_data: Path, make_tiny_model) -> None:
+    train, dev = books(tmp_path, builtin_data)
     args = ["finetune", "--model", str(make_tiny_model(**NO_DROPOUT)), "--train", str(train), "--dev", str(dev),
             "--epochs", "2", "--batch-size", "32", "--lr", "1e-3", "--device", "cpu", "train.progress=false"]
     one, two = tmp_path / "one", tmp_path / "two"

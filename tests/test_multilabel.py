@@ -24,7 +24,6 @@ from bertkit.tasks import get_task, tune_thresholds
 from bertkit.tasks.metrics import multilabel_scores
 from bertkit.tokenizer import Tokenizer
 
-MINILM = "models/all-MiniLM-L6-v2"
 TOPICS = {"sport": ["match", "goal", "team"], "money": ["bank", "price", "market"], "food": ["bread", "soup", "cheese"]}
 
 
@@ -88,8 +87,8 @@ def test_loss_and_logits_match_transformers_multi_label(tmp_path: Path) -> None:
     torch.testing.assert_close(a.loss, b.loss, atol=1e-6, rtol=0)
 
 
-def test_multi_label_trains_loads_in_transformers_and_predicts(tmp_path: Path, shared_data: Path, tiny_model: Path,
-                                                                capsys) -> None:
+@pytest.mark.slow
+def test_multi_label_trains_loads_in_transformers_and_predicts(tmp_path: Path, tiny_model: Path, capsys) -> None:
     train, dev = topics_file(tmp_path / "train.jsonl", 512, 0), topics_file(tmp_path / "dev.jsonl", 96, 1)
     out = tmp_path / "out"
     cfg = settings.load(FinetuneSettings, flags={
@@ -128,11 +127,11 @@ def test_tuned_thresholds_take_each_labels_best_f1() -> None:
     assert t["b"] == 0.05  # only 0.05 finds both b's and nothing else
 
 
-def test_class_weights(tmp_path: Path, shared_data: Path, capsys) -> None:
+def test_class_weights(tmp_path: Path, tiny_model: Path, capsys) -> None:
     task = get_task("classify")
     (tmp_path / "t.tsv").write_text("text\tlabel\n" + "".join(f"x{i}\t{'b' if i % 4 else 'a'}\n" for i in range(8)))
     data = task.read(tmp_path / "t.tsv")
-    tok = Tokenizer.from_pretrained(shared_data / MINILM)
+    tok = Tokenizer.from_pretrained(tiny_model)
     features = task.featurize(data, tok, {"a": 0, "b": 1})
     assert class_weights("auto", features) == pytest.approx([8 / (2 * 2), 8 / (2 * 6)])
     assert class_weights("1,3", features) == [1.0, 3.0]
@@ -146,6 +145,6 @@ def test_class_weights(tmp_path: Path, shared_data: Path, capsys) -> None:
     got = objective(model.eval(), batch)["loss"] / objective.counts(batch)["n"]
     expected = F.cross_entropy(model(**batch).logits, batch["labels"], weight=torch.tensor([2.0, 0.5]))
     assert got.item() == pytest.approx(expected.item(), rel=1e-6)
-    code = main(["finetune", "--model", str(shared_data / MINILM), "--train", str(tmp_path / "t.tsv"), "--dev",
+    code = main(["finetune", "--model", str(tiny_model), "--train", str(tmp_path / "t.tsv"), "--dev",
                  str(tmp_path / "t.tsv"), "--out", str(tmp_path / "o"), "--class-weights", "auto", "--multi-label"])
     assert code == 2 and capsys.readouterr().err.strip() == "bertkit: error: --class-weights is for single-label classify and pair"

@@ -91,9 +91,11 @@ def squad_v2(source: Path, path: Path, questions: int, seed: int, offset: int) -
     return path
 
 
-def test_fine_tuning_searches_the_threshold_and_saves_it(tmp_path: Path, shared_data: Path, tiny_model: Path, capsys) -> None:
-    source = shared_data / "squad_v1.1/dev-v1.1.json"  # train and dev from paragraphs far apart (0 and 500 on)
-    train, dev = squad_v2(source, tmp_path / "train.json", 240, 0, 0), squad_v2(source, tmp_path / "dev.json", 90, 1, 500)
+@pytest.mark.slow
+def test_fine_tuning_searches_the_threshold_and_saves_it(tmp_path: Path, builtin_data: Path, tiny_model: Path,
+                                                         capsys) -> None:
+    train = squad_v2(builtin_data / "qa/train.json", tmp_path / "train.json", 120, 0, 0)
+    dev = squad_v2(builtin_data / "qa/dev.json", tmp_path / "dev.json", 60, 1, 0)
     out = tmp_path / "out"
     flags = {"task.name": "qa", "model": tiny_model, "data.train": train, "data.dev": dev, "train.epochs": 2, "optim.lr": 1e-3,
              "task.max_seq_length": 128, "train.progress": False}
@@ -111,5 +113,5 @@ def test_fine_tuning_searches_the_threshold_and_saves_it(tmp_path: Path, shared_
     # a threshold given is kept as it is, not searched
     fixed = finetune(settings.load(FinetuneSettings, flags={**flags, "out": tmp_path / "fixed", "task.null_threshold": 3.5}))
     assert "tuned" not in fixed["best"]
-    kept = pipeline(tmp_path / "fixed" / "model").meta["task_options"]
-    assert kept["null_score_diff_threshold"] == 3.5 and kept["search_null_threshold"] is False
+    kept = pipeline(tmp_path / "fixed" / "model").task  # built from the saved task options, as predict builds it
+    assert kept.null_score_diff_threshold == 3.5 and kept.search_null_threshold is False

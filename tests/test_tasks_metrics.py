@@ -1,5 +1,6 @@
-"""Metrics against hand-computed values, against sklearn / scipy / seqeval where installed, and the
-tag-scheme conversions on the real CoNLL-2003 and MSRA tags."""
+"""Metrics against hand-computed values, against sklearn / scipy / seqeval (the dev extra installs them: a
+missing reference fails here rather than skipping), and the tag-scheme conversions on the real CoNLL-2003
+and MSRA tags."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
+from seqeval import metrics as seqeval
+from seqeval.scheme import IOBES
+from sklearn import metrics as sklearn_metrics
 
 from bertkit.schemes import (
     allowed_transitions,
@@ -43,8 +48,6 @@ def test_classification_metrics_by_hand():
 
 
 def test_classification_metrics_match_sklearn_and_scipy():
-    sklearn_metrics = pytest.importorskip("sklearn.metrics")
-    stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(0)
     for k in (2, 3, 5):
         gold = [str(x) for x in rng.integers(0, k, 500)]
@@ -159,7 +162,6 @@ def test_entity_f1_by_hand():
 
 @pytest.mark.parametrize("scheme", ["IOB1", "BIO", "BIOES"])
 def test_entity_scores_equal_seqeval_on_corrupted_conll(conll_tags: list[list[str]], scheme: str):
-    seqeval = pytest.importorskip("seqeval.metrics")
     gold = [convert(t, scheme, "IOB1") for t in conll_tags]
     labels = tag_set(["LOC", "MISC", "ORG", "PER"], scheme)
     for seed, rate in ((0, 0.05), (1, 0.3)):
@@ -175,9 +177,6 @@ def test_entity_scores_equal_seqeval_on_corrupted_conll(conll_tags: list[list[st
 
 
 def test_entity_scores_equal_seqeval_strict_bioes_on_msra(msra_tags: list[list[str]]):
-    seqeval = pytest.importorskip("seqeval.metrics")
-    from seqeval.scheme import IOBES
-
     gold = [convert(t, "BIOES", "BIO") for t in msra_tags]
     labels = tag_set(["LOC", "ORG", "PER"], "BIOES")
     pred = _corrupt(gold, labels, 0.05, seed=2)

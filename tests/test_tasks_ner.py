@@ -41,6 +41,12 @@ def en_tok(shared_data: Path) -> Tokenizer:
 
 
 @pytest.fixture(scope="module")
+def tok(vocab: Path) -> Tokenizer:
+    """The session's small English vocabulary, for the tests that need a tokenizer but not MiniLM's."""
+    return Tokenizer.from_pretrained(vocab)
+
+
+@pytest.fixture(scope="module")
 def zh_tok(shared_data: Path) -> Tokenizer:
     return Tokenizer.from_vocab_file(shared_data / "vocab" / "bert-base-chinese-vocab.txt")
 
@@ -123,7 +129,7 @@ def test_token_windows_cut_at_word_starts():
     assert token_windows(np.array([0, 30]), 35, budget=8) == [(0, 8), (30, 35)]  # a 30-piece word is cut inside
 
 
-def test_dev_tag_never_seen_in_training(tmp_path: Path, en_tok: Tokenizer):
+def test_dev_tag_never_seen_in_training(tmp_path: Path, tok: Tokenizer):
     train, dev = tmp_path / "train.txt", tmp_path / "dev.txt"
     train.write_text("John B-PER\nruns O\n\nParis B-LOC\n")
     dev.write_text("Acme B-ORG\nsells O\n\nMary B-PER\nsells O\nIBM B-ORG\n")
@@ -131,7 +137,7 @@ def test_dev_tag_never_seen_in_training(tmp_path: Path, en_tok: Tokenizer):
     labels = task.labels(task.read(train))
     with pytest.raises(BertkitError, match=r"dev\.txt line 1: tag 'B-ORG' is not one of \['O', 'B-LOC', 'I-LOC', "
                                            r"'B-PER', 'I-PER'\]"):
-        task.featurize(task.read(dev), en_tok, {label: i for i, label in enumerate(labels)})
+        task.featurize(task.read(dev), tok, {label: i for i, label in enumerate(labels)})
 
 
 def test_predict_maps_entities_to_character_spans(en_tok: Tokenizer, zh_tok: Tokenizer):
@@ -163,13 +169,16 @@ def test_predict_maps_entities_to_character_spans(en_tok: Tokenizer, zh_tok: Tok
     assert out["entities"] == [{"type": "LOC", "text": "北京", "start": 2, "end": 4, "word_start": 2, "word_end": 4}]
 
 
-def test_tiny_model_batch(conll, en_tok: Tokenizer):
-    task, labels, test, _ = conll
-    few = Dataset(test.examples[:8], test.report, scheme=test.scheme)
-    features = task.featurize(few, en_tok, {label: i for i, label in enumerate(labels)})
+def test_tiny_model_batch(builtin_data: Path, tok: Tokenizer):
+    task = NERTask()
+    labels = task.labels(task.read(builtin_data / "ner" / "train.txt"))
+    dev = task.read(builtin_data / "ner" / "dev.txt")
+    few = Dataset(dev.examples[:8], dev.report, scheme=dev.scheme)
+    assert {t for e in few for t in e.tags} > {"O"}  # entities among them
+    features = task.featurize(few, tok, {label: i for i, label in enumerate(labels)})
     torch.manual_seed(0)
-    model = MODEL_CLASSES[task.architecture](BertConfig.preset("tiny", vocab_size=en_tok.vocab_size).with_labels(labels))
-    batch = to_tensors(task.collate(features.rows, en_tok.pad_token_id))
+    model = MODEL_CLASSES[task.architecture](BertConfig.preset("tiny", vocab_size=tok.vocab_size).with_labels(labels))
+    batch = to_tensors(task.collate(features.rows, tok.pad_token_id))
     assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
     assert set(batch) <= set(inspect.signature(model.forward).parameters)
     assert (batch["labels"][batch["attention_mask"] == 0] == IGNORE).all()
@@ -185,11 +194,11 @@ def test_tiny_model_batch(conll, en_tok: Tokenizer):
                                              for r in range(len(few))]
 
 
-def test_constrained_decoding_gives_the_most_probable_well_formed_sequence(en_tok: Tokenizer):
+def test_constrained_decoding_gives_the_most_probable_well_formed_sequence(tok: Tokenizer):
     labels = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
     start_ok, follow_ok, end_ok = allowed_transitions(labels, "BIOES")
     data = NERTask().inputs_from_texts(["Ann met Bob Lee today"])
-    features = NERTask().featurize(data, en_tok, {label: i for i, label in enumerate(labels)})
+    features = NERTask().featurize(data, tok, {label: i for i, label in enumerate(labels)})
     rng = np.random.default_rng(0)
     for trial in range(20):
         logits = rng.normal(size=(1, len(features.rows[0]["input_ids"]), len(labels))).astype(np.float32) * 3

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pictures import check_attention
 
 TOUR = Path(__file__).parents[1] / "docs" / "tour.md"
 PICTURES = TOUR.parent / "img" / "tour"
@@ -54,9 +56,13 @@ def test_the_tour_runs_and_prints_what_it_shows(tmp_path: Path) -> None:
     for code, printed, expected, _ in results:
         if expected is not None:
             assert printed == expected, f"{code}\n--- printed ---\n{printed}--- the tour shows ---\n{expected}"
-    for picture in re.findall(r"\(img/tour/([\w.-]+)\)", TOUR.read_text(encoding="utf-8")):
-        assert (tmp_path / "runs" / "tour" / picture).stat().st_size > 10_000, picture
-        assert (PICTURES / picture).is_file(), f"docs/img/tour/{picture}: run python tests/test_tour.py"
+    pictures = re.findall(r"\(img/tour/([\w.-]+)\)", TOUR.read_text(encoding="utf-8"))
+    assert pictures == ["attention.png"]  # a picture the tour adds gets a check of what it shows, here
+    work = tmp_path / "runs" / "tour"
+    model = json.loads((work / "pretrain" / "model" / "config.json").read_text())
+    for drawn in (work / "attention.png", PICTURES / "attention.png"):  # as the tour draws it, and the docs' copy
+        assert drawn.is_file(), f"{drawn}: run python tests/test_tour.py"
+        check_attention(drawn, model["num_hidden_layers"], model["num_attention_heads"])
 
 
 def write() -> None:
