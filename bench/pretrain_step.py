@@ -25,7 +25,7 @@ N_BATCHES = 4  # distinct batches, cycled; both sides see the same one in each r
 
 def loss_of(side: str, model: torch.nn.Module, b: dict[str, torch.Tensor]) -> torch.Tensor:
     if side == BK:
-        return model(b["input_ids"], b["token_type_ids"], b["attention_mask"], b["mlm_labels"], b["nsp_labels"]).loss
+        return model(b["input_ids"], b["attention_mask"], b["token_type_ids"], b["mlm_labels"], b["nsp_labels"]).loss
     return model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
                  labels=b["mlm_labels"], next_sentence_label=b["nsp_labels"]).loss
 

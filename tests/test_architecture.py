@@ -106,3 +106,29 @@ def test_the_readme_package_map_is_the_import_order() -> None:
     assert {m for m in listed if row(m) is None} == set(), "modules missing from the map"
     upward = [(m, d) for m in listed for d in graph[m] if d != "bertkit" and row(d) > row(m)]  # type: ignore[operator]
     assert upward == []
+
+
+def family_comparisons(root: Path, families: tuple[str, ...]) -> list[str]:
+    """Gives "module:line" of every comparison of something with a task family's name (== "qa", in ("pair", "qa"))."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            literals = [o for o in operands if isinstance(o, ast.Constant)]
+            literals += [e for o in operands if isinstance(o, (ast.Tuple, ast.List, ast.Set)) for e in o.elts]
+            if any(isinstance(c, ast.Constant) and c.value in families for c in literals):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_only_the_task_families_know_their_names() -> None:
+    """What differs by family lives in tasks/ (the Task protocol, the family registry): elsewhere no code asks
+    which family a task is."""
+    from bertkit.tasks import FAMILIES
+
+    families = tuple(FAMILIES)
+    outside = [f for f in family_comparisons(SRC, families) if not f.startswith("tasks/")]
+    assert outside == []
+    assert family_comparisons(SRC / "tasks", families), "the finder finds the comparisons tasks/ makes"

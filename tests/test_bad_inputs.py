@@ -123,12 +123,12 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("finetune", "learning rate out of range", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f10", "--lr", "3"], "optim.lr must be in (0, 1)"),
     ("finetune", "no training file given", ["finetune", "--task", "classify", "--model", "{model}", "--dev", "{train.tsv}", "--out", "{root}/f11"], "no training file: give --train FILE"),
     ("finetune", "unknown config key", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f12", "--config", "{config-unknown.toml}"], "unknown key optim.lrr (did you mean optim.lr?)"),
-    ("finetune", "a setting for another task", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f13", "--crf"], "task.crf, task.constrained and task.scheme are for ner only"),
+    ("finetune", "a setting for another task", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f13", "--crf"], "--crf is for ner, not classify"),
     ("finetune", "a metric the task does not report", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f14", "--metric", "pearson"], "--metric pearson: the classify task reports accuracy, f1, mcc"),
     ("finetune", "class weights, not one a label", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f15", "--class-weights", "1,2"], "expected 6 positive numbers, one for each label in order"),
     ("finetune", "multi-label data without --multi-label", ["finetune", "--model", "{model}", "--train", "{multi.jsonl}", "--dev", "{multi.jsonl}", "--out", "{root}/f16"], "the label is a list ['sport']: multi-label data; fine-tune it with --multi-label"),
     ("finetune", "--label-sep without --multi-label", ["finetune", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f17", "--label-sep", "|"], "--label-sep is for --multi-label"),
-    ("finetune", "sliding windows for pairs", ["finetune", "--task", "pair", "--model", "{model}", "--train", "{bad.jsonl}", "--dev", "{bad.jsonl}", "--out", "{root}/f18", "--long", "sliding"], "--long sliding and --stride are for classify (single texts)"),
+    ("finetune", "sliding windows for pairs", ["finetune", "--task", "pair", "--model", "{model}", "--train", "{bad.jsonl}", "--dev", "{bad.jsonl}", "--out", "{root}/f18", "--long", "sliding"], "--long is for classify, not pair"),
     ("export", "missing model folder", ["export", "--model", "{missing}", "--out", "{root}/e1"], "missing.tsv: no such model folder"),
     ("export", "an opset the exporter cannot write", ["export", "--model", "{classifier}", "--out", "{root}/e2", "--opset", "13"], "--opset must be 18 or more"),
     ("export", "unknown quantization", ["export", "--model", "{classifier}", "--out", "{root}/e3", "--quantize", "int4"], "invalid choice: 'int4'"),
@@ -143,7 +143,7 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("info", "weights of the wrong shape", ["info", "{shapes}"], "wrong shape"),
     ("info", "vocab.txt larger than the config's vocab_size", ["info", "{small-vocab}"], "vocab_size is 100"),
     ("info", "a file instead of a folder", ["info", "{train.tsv}"], "is a file, not a model folder"),
-    ("demo", "time budget out of range", ["demo", "--minutes", "-1", "--out", "{root}/demo"], "--minutes must be positive"),
+    ("demo", "time budget out of range", ["demo", "--minutes", "-1", "--out", "{root}/demo"], "minutes must be positive"),
 ]
 
 

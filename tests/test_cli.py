@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,9 +34,23 @@ def one_line_error(capsys, *args: str) -> str:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_has_help(command: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "bertkit", command, "--help"], capture_output=True, text=True)
-    assert proc.returncode == 0 and "usage: bertkit " + command in proc.stdout
+def test_every_command_has_help(command: str, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0 and "usage: bertkit " + command in capsys.readouterr().out
+
+
+def test_the_installed_entry_point_runs() -> None:
+    proc = subprocess.run([sys.executable, "-m", "bertkit", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "usage: bertkit" in proc.stdout and "finetune" in proc.stdout
+
+
+def test_a_command_builds_only_its_own_options() -> None:
+    """`bertkit predict` parses without building (and importing) what pre-training and fine-tuning declare."""
+    code = ("import sys; from bertkit.cli import build_parser; build_parser(only='predict').parse_args("
+            "['predict', '--model', 'm', 'hi']); print(sorted(m for m in sys.modules if m.startswith('bertkit')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "'bertkit.cli'" in loaded and "'bertkit.finetune'" not in loaded and "'bertkit.pretrain'" not in loaded
 
 
 def test_every_command_is_listed() -> None:
@@ -122,3 +137,63 @@ def test_a_file_given_for_a_folder(tmp_path: Path, capsys) -> None:
     f = tmp_path / "file.txt"
     f.write_text("x")
     assert "is a file, not a model folder" in one_line_error(capsys, "info", str(f))
+
+
+def declared_options(cls: type, prefix: str = "") -> dict[str, Any]:
+    """Every setting of `cls` declared with help (a flag), by dotted key: its dataclass field."""
+    import dataclasses
+    import typing
+
+    out = {}
+    for f in dataclasses.fields(cls):
+        hint = typing.get_type_hints(cls)[f.name]
+        inner = next((a for a in (hint, *typing.get_args(hint)) if dataclasses.is_dataclass(a)), None)
+        if inner is not None and f.metadata.get("help") is None:
+            out |= declared_options(inner, f"{prefix}{f.name}.")
+        elif f.metadata.get("help") is not None:
+            out[f"{prefix}{f.name}"] = f
+    return out
+
+
+@pytest.mark.parametrize("command", ["finetune", "pretrain", "prepare", "serve", "demo"])
+def test_each_declared_setting_is_a_documented_flag_that_sets_it(command: str) -> None:
+    """A setting declared once (its field, with help) is a flag of its command that fills exactly that setting,
+    listed in docs/commands.md: adding an option is that declaration and its use, nothing else."""
+    from bertkit import settings
+    from bertkit.demo import DemoSettings
+    from bertkit.finetune import FinetuneSettings
+    from bertkit.pretrain import PretrainSettings
+    from bertkit.pretraining import PrepareSettings
+    from bertkit.serve import ServeSettings
+
+    cls = {"finetune": FinetuneSettings, "pretrain": PretrainSettings, "prepare": PrepareSettings,
+           "serve": ServeSettings, "demo": DemoSettings}[command]
+    parser = build_parser(only=command)
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    flags = {a.dest: a for a in sub._actions if a.option_strings}
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "commands.md").read_text(encoding="utf-8")
+    section = doc[doc.index(f"## `bertkit {command}`"):].split("\n## ")[0]
+    declared = declared_options(cls)
+    assert len(declared) >= 5
+    for key, f in declared.items():
+        action = flags[key]  # the flag's dest is the setting's key
+        flag = action.option_strings[0]
+        assert f"| `{flag}`" in section, flag
+        assert f.metadata["help"] in action.help
+        value = action.const if action.nargs == 0 else None
+        sample = {"--columns": "text=0"}.get(flag, str(action.choices[-1] if action.choices else 3))
+        argv = [flag] if action.nargs == 0 else [flag, sample]
+        if action.nargs == "?":
+            argv, value = [flag], {}
+        required = [a for a in sub._actions if a.required and a.option_strings and a.dest != key]
+        extra = [x for a in required for x in (a.option_strings[0], "1")]
+        args = parser.parse_args([command, *extra, *argv])
+        got = settings.given(args, cls)
+        assert key in got, (flag, got)
+        if value is not None:
+            assert got[key] == value, (flag, got[key])
+        else:
+            assert got[key] == action.type(argv[1]), (flag, got[key])
+    # and the other way: every flag of the command fills a declared setting, or is one of the command's own
+    own = {"help", "config", "resume", "out", "input", "vocab", "revision"} if command != "finetune" else {"help", "config", "resume"}
+    assert {d for d in flags if d not in declared} <= own

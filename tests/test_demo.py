@@ -6,12 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from pictures import check, check_attention, run_layout
 
 from bertkit.cli import main
 from bertkit.demo import TASKS, DemoSettings, demo
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.slow
 def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> None:
     out = tmp_path / lang
     report = demo(DemoSettings(lang=lang, out=out, smoke=True, progress=False))
@@ -22,15 +24,18 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
     assert "| **total** |" in md and "from scratch" in md
     html = report.read_text(encoding="utf-8")
     assert "<table>" in html and 'src="pretrain.png"' in html and 'src="finetune.png"' in html
-    for png in ("pretrain.png", "finetune.png"):
-        assert (out / png).stat().st_size > 10_000
+    # pre-training's curves, a panel per metric group its log holds (loss, MLM and NSP accuracy, learning rate,
+    # throughput), and a fine-tuning panel per task, each showing its points
+    assert run_layout(out / "pretrain" / "log.jsonl") == [2, 2, 1]
+    check(out / "pretrain.png", [2, 2, 1])
+    check(out / "finetune.png", [len(TASKS)])
     stages = json.loads((out / "stages.json").read_text())
     assert list(stages) == ["vocabulary", "prepare", "pre-train", "from-scratch twin",
                             *[s for t in TASKS for s in (f"fine-tune {t} (pretrained)", f"fine-tune {t} (scratch)", f"compare {t}")],
                             "predict", "look inside"]
     # pre-training's time budget: 70% of the demo's 10 minutes, less what the vocabulary and prepare took (the smoke
     # run's 12 steps end first)
-    pretraining = json.loads((out / "pretrain" / "config.json").read_text())["train"]
+    pretraining = json.loads((out / "pretrain" / "settings.json").read_text())["train"]
     spent = stages["vocabulary"]["seconds"] + stages["prepare"]["seconds"]
     assert pretraining["minutes"] * 60 == pytest.approx(max(30.0, 0.7 * 600 - spent), abs=1.0) and pretraining["steps"] == 12
     for task in TASKS:  # every fine-tuned model loads back and predicts
@@ -56,7 +61,10 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
     for row in inside["fill_mask"]:
         assert row["masked"].count("[MASK]") == 1 and len(row["pretrained"]) == len(row["scratch"]) == 5
         assert row["masked"].replace("[MASK]", row["word"]).lower() in dev  # a held-out sentence, one word masked
-    assert (out / "attention.png").stat().st_size > 10_000 and 'src="attention.png"' in html
+    # where the pre-trained model's heads look: the input representation above a map per head, a row per layer
+    model = json.loads((out / "pretrain" / "model" / "config.json").read_text())
+    check_attention(out / "attention.png", model["num_hidden_layers"], model["num_attention_heads"])
+    assert 'src="attention.png"' in html
 
     # an interrupted demo resumes: drop the last stages, run again, only they run
     for key in ("predict", "fine-tune ner (scratch)"):

@@ -20,6 +20,8 @@ from bertkit.predict import pipeline
 from bertkit.runtime import OnnxBackend
 from bertkit.tokenizer import Tokenizer
 
+pytestmark = pytest.mark.slow  # every family exported once (a module fixture): the full suite only (./dev test)
+
 OUTPUTS = {"encoder": ["last_hidden_state", "pooler_output"], "qa": ["start_logits", "end_logits"]}
 TEXTS = ["Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy disposition.",
          "Call me Ishmael.", "The whale rose beside the boat, and every harpooneer stood ready at the bow.",

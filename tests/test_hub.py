@@ -56,6 +56,7 @@ def test_hub_names() -> None:
     assert not any(map(is_hub_name, ["runs/x/model", "/abs/model", "./model", "../m", "train.tsv", "a/b/c"]))
 
 
+@pytest.mark.slow
 def test_commands_take_a_cached_hub_name_offline(tmp_path: Path, shared_data: Path) -> None:
     home = hub_cache(tmp_path / "hf", shared_data)
     local = str(shared_data / "models/all-MiniLM-L6-v2")
@@ -69,6 +70,7 @@ def test_commands_take_a_cached_hub_name_offline(tmp_path: Path, shared_data: Pa
     assert old.returncode == 0 and "num_hidden_layers              2" in old.stdout, old.stdout
 
 
+@pytest.mark.slow
 def test_finetune_and_the_python_api_take_a_hub_name(tmp_path: Path, shared_data: Path) -> None:
     home = hub_cache(tmp_path / "hf", shared_data)
     train = tmp_path / "train.tsv"

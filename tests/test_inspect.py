@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from pictures import check_attention
 
 import bertkit
 from bertkit import BertConfig, Tokenizer
-from bertkit.attention import attention_maps
 from bertkit.cli import main
 from bertkit.demo.run import data_dir
 from bertkit.embed import Embedder
@@ -95,13 +95,14 @@ def test_embed_cli_writes_json_lines_or_npy_and_an_exported_encoder_agrees(task_
     np.testing.assert_allclose(Embedder(tmp_path / "exported")(texts), saved, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_attention_maps_equal_transformers_output_attentions(shared_data: Path, tmp_path: Path, capsys) -> None:
     model_dir = shared_data / MINILM
     tok = Tokenizer.from_pretrained(model_dir)
     batch = tok(["my dog is cute", "a much longer sentence with nothing in it"], ["he likes playing", "ok"],
                 padding=True, return_tensors="pt")
-    ours = attention_maps(bertkit.BertModel.from_pretrained(model_dir).eval(), batch["input_ids"],
-                          batch["attention_mask"], batch["token_type_ids"])
+    ours = bertkit.BertModel.from_pretrained(model_dir).eval().attention_maps(batch["input_ids"], batch["attention_mask"],
+                                                                              batch["token_type_ids"])
     hf = transformers.BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
     with torch.no_grad():
         theirs = torch.stack(hf(**batch, output_attentions=True).attentions)
@@ -111,11 +112,12 @@ def test_attention_maps_equal_transformers_output_attentions(shared_data: Path, 
         a, b = ours[:, row][..., real, :][..., real], theirs[:, row][..., real, :][..., real]
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
         torch.testing.assert_close(a.sum(-1), torch.ones_like(a.sum(-1)), atol=1e-5, rtol=0)  # real keys get it all
-    for args in (["--layer", "3", "--head", "7"], []):
+    # the picture: the input representation above one head drawn large, or above every head (a row of 12 per layer)
+    for args, layers, heads in ((["--layer", "3", "--head", "7"], 1, 1), ([], 6, 12)):
         out = tmp_path / f"att{len(args)}.png"
         assert main(["attention", "--model", str(model_dir), "my dog is cute", "--pair", "he likes playing", "--out",
                      str(out), *args]) == 0
-        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
+        check_attention(out, layers, heads)
     capsys.readouterr()
 
 

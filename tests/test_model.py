@@ -98,15 +98,27 @@ def assert_parity(ours: torch.nn.Module, hf: torch.nn.Module, batch: dict[str, t
         torch.testing.assert_close(a, b, atol=ATOL, rtol=0, msg=lambda m, name=name: f"{name}: {m}")
 
 
-@pytest.mark.parametrize("size", list(SIZES))
+@pytest.fixture(scope="module")
+def encoders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A randomly initialized (seed 0) BertForPreTraining of each size, saved once: each head class loads its
+    encoder from there with a fresh head of its own (BERT-base takes seconds to initialize)."""
+    root = tmp_path_factory.mktemp("encoders")
+    for size, fields in SIZES.items():
+        torch.manual_seed(0)
+        bertkit.BertForPreTraining(BertConfig.preset(size, **fields)).save_pretrained(root / size)
+    return {size: root / size for size in SIZES}
+
+
+@pytest.mark.parametrize("size", [pytest.param(s, marks=[pytest.mark.slow] if s == "base" else []) for s in SIZES])
 @pytest.mark.parametrize(("ours_cls", "hf_cls", "extra"), MODELS, ids=lambda v: getattr(v, "__name__", "cfg"))
-def test_parity_both_directions(tmp_path: Path, size: str, ours_cls, hf_cls, extra) -> None:
+def test_parity_both_directions(tmp_path: Path, encoders: dict[str, Path], size: str, ours_cls, hf_cls, extra) -> None:
     torch.manual_seed(0)
     cfg = BertConfig.preset(size, **SIZES[size], **extra)
     batch = make_batch(cfg)
 
     # bertkit -> disk -> transformers
-    ours = ours_cls(cfg)
+    ours = ours_cls.from_pretrained(encoders[size], **extra)  # the encoder's weights, a fresh head
+    assert ours.config == cfg
     ours.save_pretrained(tmp_path / "ours")
     hf = hf_cls.from_pretrained(tmp_path / "ours")
     assert_parity(ours, hf, batch)
@@ -150,10 +162,11 @@ def test_local_init_points_each_head_at_its_neighbour(tmp_path: Path, preset: st
             cls = probs[:, h, 0]  # [CLS] reads the whole sequence: near-uniform
             entropy = -(cls * cls.clamp_min(1e-12).log()).sum(-1).mean().item()
             assert entropy > 0.8 * math.log(64), (h, entropy)
-    with pytest.raises(BertkitError, match="model.init must be one of"):
+    with pytest.raises(BertkitError, match="init must be one of bert, local"):
         ModelSettings(init="sinusoid")
 
 
+@pytest.mark.slow
 def test_local_init_reads_word_order_where_bert_init_is_still_guessing() -> None:
     """A synthetic MLM where every token is its left neighbour + 1 (50 in a cycle): order gives 100%, no order 2%.
     100 steps from BERT's initialization are still on that floor; from the local one, the heads already read
@@ -320,8 +333,8 @@ def test_precomputed_positions_give_the_same_step() -> None:
     assert fast["packed_indices"].tolist() == [i for i, m in enumerate(mask) if m] and len(fast["packed_indices"]) < len(mask)
     assert fast["mlm_positions"].tolist() == [i for i, label in enumerate(labels) if label != -100]
     with torch.no_grad():
-        a = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_labels"], batch["nsp_labels"])
-        c = model(fast["input_ids"], fast["token_type_ids"], fast["attention_mask"], fast["mlm_labels"], fast["nsp_labels"],
+        a = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["mlm_labels"], batch["nsp_labels"])
+        c = model(fast["input_ids"], fast["attention_mask"], fast["token_type_ids"], fast["mlm_labels"], fast["nsp_labels"],
                   packed_indices=fast["packed_indices"], mlm_positions=fast["mlm_positions"])
     torch.testing.assert_close(a.loss, c.loss, atol=0, rtol=0)
     torch.testing.assert_close(a.prediction_logits, c.prediction_logits, atol=0, rtol=0)

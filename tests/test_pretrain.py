@@ -110,17 +110,23 @@ def test_pretrain_exports_a_model_transformers_loads(tmp_path: Path, data_dir: P
     from bertkit.pretrain import shuffle_segments
     from bertkit.pretraining import PretrainingData
 
-    seed = json.loads((run / "config.json").read_text())["train"]["seed"]
+    seed = json.loads((run / "settings.json").read_text())["train"]["seed"]
     held_out = [PretrainingData(data_dir, "eval").example(i, 0, seed) for i in range(16)]
     rng = np.random.default_rng(seed)
     expected = transformers_scores(hf, held_out)
     expected["mlm_shuffled_acc"] = transformers_scores(hf, [shuffle_segments(e, rng) for e in held_out])["mlm_acc"]
     assert {k.removeprefix("eval_"): v for k, v in evals[-1].items() if k != "step"} == pytest.approx(expected, rel=1e-4)
 
+    # the curves: a panel per metric group the log holds (loss, MLM and NSP accuracy, learning rate, throughput;
+    # no dev metric in pre-training), two to a row, each showing its curves
+    from pictures import check, run_layout
+
     assert main(["plot", str(run)]) == 0
-    assert (run / "curves.png").stat().st_size > 10_000
+    assert run_layout(run / "log.jsonl") == [2, 2, 1]
+    check(run / "curves.png", [2, 2, 1])
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_continues_exactly(tmp_path: Path, data_dir: Path) -> None:
     # 40 steps, killed once 12 are logged: the margin keeps a fast machine from finishing between two polls
     args = ["pretrain", "--data", str(data_dir), "--steps", "40", "--batch-size", "8", "--lr", "1e-3",
@@ -154,6 +160,7 @@ def interrupt_after_three_steps(command: list[str], run: Path) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_sigint_saves_a_checkpoint_and_resume_finishes(tmp_path: Path, data_dir: Path) -> None:
     run = tmp_path / "run"
     args = ["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "400", "--batch-size", "8",
@@ -168,6 +175,7 @@ def test_sigint_saves_a_checkpoint_and_resume_finishes(tmp_path: Path, data_dir:
     assert max(losses(run)) == step + 2
 
 
+@pytest.mark.slow
 def test_a_time_budget_stops_the_run_and_its_rate_reaches_zero_with_the_time(tmp_path: Path, data_dir: Path) -> None:
     run = tmp_path / "run"
     args = ["pretrain", "--data", str(data_dir), "--out", str(run), "--steps", "100000", "--batch-size", "8",
@@ -197,6 +205,7 @@ def test_a_time_budget_stops_the_run_and_its_rate_reaches_zero_with_the_time(tmp
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
+@pytest.mark.slow
 def test_torchrun_two_processes_equal_one(tmp_path: Path, data_dir: Path) -> None:
     args = ["pretrain", "--data", str(data_dir), "--steps", "4", "--batch-size", "8", "--lr", "1e-3",
             *TINY, *NO_DROPOUT, "log.every=1", "log.eval_every=0", "checkpoint.every=0", "train.device=cpu"]
@@ -218,6 +227,7 @@ def test_torchrun_two_processes_equal_one(tmp_path: Path, data_dir: Path) -> Non
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
+@pytest.mark.slow
 def test_torchrun_processes_share_one_clock(tmp_path: Path, data_dir: Path) -> None:
     # a time budget under torchrun: every process takes rank 0's clock at log steps, so all stop at the same step
     # (a process that stopped alone would leave the others waiting in a collective until the timeout)
@@ -259,7 +269,7 @@ def test_unknown_key_and_bad_values_are_one_line_errors(tmp_path: Path, data_dir
     base = ["pretrain", "--data", str(data_dir), "--out", str(tmp_path / "r")]
     for extra, expected in [
         (["optim.lrr=1"], "unknown key optim.lrr (did you mean optim.lr?)"),
-        (["train.precision=fp8"], "train.precision must be fp32, bf16 or fp16"),
+        (["train.precision=fp8"], "train.precision must be one of fp32, bf16, fp16"),
         (["--steps", "0"], "train.steps must be positive"),
         (["--batch-size", "7", "train.accumulation=2"], "not divisible by accumulation"),
         (["model.init=xavier"], "model.init must be one of bert, local"),
@@ -299,4 +309,4 @@ def test_gradient_checkpointing_and_accumulation_flags_keep_the_losses(tmp_path:
     assert main([*args, "--out", str(tmp_path / "lean"), "--gradient-checkpointing", "--accumulation", "2"]) == 0
     plain, lean = losses(tmp_path / "plain"), losses(tmp_path / "lean")
     assert sorted(plain) == [1, 2, 3] and [lean[s] for s in plain] == pytest.approx(list(plain.values()), rel=1e-5)
-    assert json.loads((tmp_path / "lean" / "config.json").read_text())["train"]["gradient_checkpointing"] is True
+    assert json.loads((tmp_path / "lean" / "settings.json").read_text())["train"]["gradient_checkpointing"] is True

@@ -1,6 +1,8 @@
-"""`bertkit serve` tested as a server: a real process on a free loopback port, spoken to over HTTP, stopped by
-SIGTERM. Its answers are what `bertkit predict` prints; concurrent clients each get their own; bad requests get a
-4xx JSON error and leave the server healthy; SIGTERM finishes what is in flight and exits 0."""
+"""`bertkit serve`: its answers are what `bertkit predict` prints; bad requests get a 4xx JSON error and leave the
+server healthy; concurrent clients each get their own answers; SIGTERM finishes what is in flight and exits 0.
+
+What needs the process (concurrent clients batched, a lone client's latency, signals) talks to a real `bertkit serve`
+on a free 127.0.0.1 port; the rest talks to the same app in this process through starlette's test client."""
 
 from __future__ import annotations
 
@@ -72,6 +74,32 @@ class Server:
         return self.proc.returncode, err
 
 
+class Local:
+    """The app `bertkit serve` runs, in this process (starlette's test client): the same requests and answers."""
+
+    def __init__(self, model: Path, **settings: Any):
+        from starlette.testclient import TestClient
+
+        from bertkit.serve import ServeSettings, create_app
+
+        self.client = TestClient(create_app(ServeSettings(model=model, **settings)))
+        self.client.__enter__()  # runs the app's lifespan: its batcher
+
+    def request(self, method: str, path: str, body: bytes | str | None = None,
+                headers: dict[str, str] | None = None, chunked: bool = False) -> tuple[int, Any]:
+        data = body.encode() if isinstance(body, str) else body
+        content = iter([data]) if chunked and data is not None else data
+        response = self.client.request(method, path, content=content, headers=headers or {})
+        kind = response.headers.get("content-type", "")
+        return response.status_code, response.json() if kind.startswith("application/json") else response.text
+
+    def predict(self, inputs: list[Any]) -> tuple[int, Any]:
+        return self.request("POST", "/v1/predict", json.dumps({"inputs": inputs}))
+
+    def close(self) -> None:
+        self.client.__exit__(None, None, None)
+
+
 @pytest.fixture(scope="module")
 def exported(task_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("served") / "classify"
@@ -81,14 +109,12 @@ def exported(task_models: dict[str, Path], tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="module")
 def server(exported: Path):
-    srv = Server(exported, "--max-batch-size", "16", "--max-wait-ms", "5", "--max-inputs", "8",
-                 "--max-body-bytes", "4096")
+    srv = Local(exported, max_batch_size=16, max_wait_ms=5, max_inputs=8, max_body_bytes=4096)
     yield srv
-    code, err = srv.stop()
-    assert code == 0 and "Traceback" not in err, err
+    srv.close()
 
 
-def test_predictions_are_what_bertkit_predict_prints(server: Server, exported: Path, capsys) -> None:
+def test_predictions_are_what_bertkit_predict_prints(server: Local, exported: Path, capsys) -> None:
     status, body = server.predict(TEXTS)
     assert status == 200 and set(body) == {"predictions"}
     assert main(["predict", "--model", str(exported), *TEXTS]) == 0
@@ -96,7 +122,7 @@ def test_predictions_are_what_bertkit_predict_prints(server: Server, exported: P
     assert body["predictions"] == printed and len(printed) == 4
 
 
-def test_model_health_and_metrics(server: Server, exported: Path) -> None:
+def test_model_health_and_metrics(server: Local, exported: Path) -> None:
     status, info = server.request("GET", "/v1/model")
     assert status == 200
     assert info == {"model": str(exported), "task": "classify", "labels": ["emma", "moby", "thursday"],
@@ -110,7 +136,7 @@ def test_model_health_and_metrics(server: Server, exported: Path) -> None:
     assert status == 200 and "# TYPE bertkit_request_seconds histogram" in text and "bertkit_batch_size_bucket" in text
 
 
-def metric(server: Server, name: str, labels: str = "") -> float:
+def metric(server: Server | Local, name: str, labels: str = "") -> float:
     """Gives one sample of /metrics (0 when absent)."""
     text = server.request("GET", "/metrics")[1]
     found = re.search(rf"^{re.escape(name)}{re.escape(labels)} (\S+)$", text, re.MULTILINE)
@@ -139,7 +165,7 @@ BAD = [  # (what, method, path, body, status, in the error)
 
 
 @pytest.mark.parametrize(("what", "method", "path", "body", "status", "message"), BAD, ids=[b[0] for b in BAD])
-def test_bad_requests_get_a_4xx_json_error(server: Server, what: str, method: str, path: str, body: Any, status: int,
+def test_bad_requests_get_a_4xx_json_error(server: Local, what: str, method: str, path: str, body: Any, status: int,
                                            message: str) -> None:
     errors = metric(server, "bertkit_errors_total", f'{{code="{status}"}}')
     got, answer = server.request(method, path, body)
@@ -149,13 +175,14 @@ def test_bad_requests_get_a_4xx_json_error(server: Server, what: str, method: st
     assert server.request("GET", "/health")[0] == 200 and server.predict(["still fine"])[0] == 200
 
 
-def test_a_streamed_body_over_the_limit_is_refused_too(server: Server) -> None:
+def test_a_streamed_body_over_the_limit_is_refused_too(server: Local) -> None:
     status, answer = server.request("POST", "/v1/predict", json.dumps({"inputs": ["y" * 5000]}), chunked=True)
     assert status == 413 and "over 4,096 bytes" in answer["error"]
     assert server.predict(["still fine"])[0] == 200
 
 
-def test_concurrent_clients_each_get_their_own_answers(server: Server, exported: Path) -> None:
+def test_concurrent_clients_each_get_their_own_answers(exported: Path) -> None:
+    server = Server(exported, "--max-batch-size", "16", "--max-wait-ms", "5", "--max-inputs", "8")
     clients, rounds = 32, 6
     expected = {}  # the pipeline's own answers to every text the clients will send, for comparison
     texts = {(c, r): [f"client {c} round {r} text {k}: {TEXTS[(c + r + k) % 4]}" for k in range(1 + (c + r) % 3)]
@@ -180,6 +207,8 @@ def test_concurrent_clients_each_get_their_own_answers(server: Server, exported:
     assert not failures, failures[:3]
     batches = metric(server, "bertkit_batch_size_count") - batches_before
     assert batches < clients * rounds / 2, "requests were not grouped into batches"  # 192 requests
+    code, err = server.stop()
+    assert code == 0 and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("name", ["pair", "qa", "ner"])
@@ -192,7 +221,7 @@ def test_each_family_takes_its_own_inputs_from_a_pytorch_folder(task_models: dic
     wrong = {"pair": ['"only one text"', "a pair model takes [text, pair]"],
              "qa": ['{"question": "q"}', 'a QA model takes {"question": ..., "context": ...}'],
              "ner": ['["two words"]', "a word holds white space"]}[name]
-    srv = Server(task_models[name])
+    srv = Local(task_models[name])
     try:
         status, body = srv.predict(inputs)
         assert status == 200
@@ -201,8 +230,7 @@ def test_each_family_takes_its_own_inputs_from_a_pytorch_folder(task_models: dic
         status, answer = srv.request("POST", "/v1/predict", f'{{"inputs": [{wrong[0]}]}}')
         assert status == 422 and wrong[1] in answer["error"], answer
     finally:
-        code, err = srv.stop()
-    assert code == 0, err
+        srv.close()
     if name == "ner":  # words given as a list keep their own spans in the text they make
         words = body["predictions"][1]
         assert words["text"] == "Mr. Knightley walked to Highbury" and words["words"][1] == "Knightley"
@@ -221,6 +249,7 @@ def test_a_lone_client_is_not_held_back_by_the_wait(exported: Path) -> None:
         assert srv.stop()[0] == 0
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_the_requests_in_flight_then_exits_0(task_models: dict[str, Path], tmp_path: Path) -> None:
     import torch
 

@@ -33,6 +33,7 @@ COUNTS = [
 
 
 @pytest.mark.parametrize(("task", "name", "kept", "skipped"), COUNTS, ids=[c[1] for c in COUNTS])
+@pytest.mark.slow
 def test_real_files_read_to_the_documented_counts(shared_data: Path, task: str, name: str, kept: int, skipped: int):
     data = get_task(task).read(shared_data / name)
     assert len(data) == kept == data.report.kept

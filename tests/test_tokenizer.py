@@ -149,6 +149,7 @@ def _ours_rows(tok: Tokenizer, texts: list[str], pairs: list[str] | None = None,
 
 
 @pytest.mark.parametrize("language", ["english", "english-cased", "chinese"])
+@pytest.mark.slow
 def test_singles_match_reference_id_for_id(language, request, en_vocab, zh_vocab):
     vocab, lower = {"english": (en_vocab, True), "english-cased": (en_vocab, False), "chinese": (zh_vocab, True)}[language]
     singles, _ = request.getfixturevalue(language.removesuffix("-cased"))
@@ -176,6 +177,7 @@ def test_special_token_hidden_by_control_characters(en_vocab):
 
 
 @pytest.mark.parametrize("language", ["english", "chinese"])
+@pytest.mark.slow
 def test_truncated_pairs_match_reference(language, request, en_vocab, zh_vocab):
     vocab = en_vocab if language == "english" else zh_vocab
     _, pairs = request.getfixturevalue(language)
@@ -429,6 +431,7 @@ def test_train_on_chinese_splits_characters_and_latin_words(shared_data):
     assert "".join(p.removeprefix("##") for p in pieces) == "transformers"  # the word, lower-cased, in vocabulary pieces
 
 
+@pytest.mark.slow
 def test_train_on_english_leaves_few_unknowns_on_held_out_text(shared_data, tmp_path):
     paragraphs = [p for book in sorted((shared_data / "pretrain/en/gutenberg").glob("*.txt"))
                   for p in book.read_text(encoding="utf-8", errors="replace").split("\n\n") if p.strip()]

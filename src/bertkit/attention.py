@@ -1,4 +1,5 @@
-"""`bertkit attention`: where BERT's heads look, and what its input is made of, drawn for one text.
+"""`bertkit attention`: where BERT's heads look, and what its input is made of, drawn for one text (the maps
+themselves are `BertModel.attention_maps`).
 
     bertkit attention --model runs/demo-en/pretrain/model "my dog is cute" --pair "he likes playing" --out att.png
     bertkit attention --model DIR "my dog is cute" --out head.png --layer 1 --head 0
@@ -14,39 +15,19 @@ weights.
 from __future__ import annotations
 
 import logging
-import math
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from .errors import BertkitError
 from .fileio import atomic_write
-from .model import BertModel, Packing
+from .model import BertModel
 from .text import has_cjk
 from .tokenizer import Tokenizer
 
 log = logging.getLogger("bertkit")
-
-
-@torch.no_grad()
-def attention_maps(model: BertModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   token_type_ids: torch.Tensor) -> torch.Tensor:
-    """Gives every head's attention probabilities, (layers, B, heads, T, T), running the layers themselves padded."""
-    B, T = input_ids.shape
-    keys = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
-    packing = Packing(B, T, None, keys)
-    x = model.embeddings(input_ids, token_type_ids, torch.arange(T).expand(B, T))  # (B, T, H)
-    maps = []
-    for layer in model.layers:
-        attention = layer.attention
-        qkv = attention.qkv(x).view(B, T, 3, attention.num_heads, attention.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, nh, T, hd)
-        scores = qkv[0] @ qkv[1].transpose(-1, -2) / math.sqrt(attention.head_dim)  # (B, nh, T, T)
-        maps.append(scores.masked_fill(~keys, torch.finfo(scores.dtype).min).softmax(-1))
-        x = layer(x, packing)
-    return torch.stack(maps)
 
 
 def plot_attention(model_dir: str | Path, text: str, pair: str | None, out: str | Path, layer: int | None = None,
@@ -63,7 +44,7 @@ def plot_attention(model_dir: str | Path, text: str, pair: str | None, out: str 
     tok = Tokenizer.from_pretrained(model_dir)
     enc = tok([text], [pair] if pair is not None else None, truncation=True, max_length=min(cfg.max_position_embeddings, 64),
               return_tensors="pt")
-    maps = attention_maps(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])[:, 0].numpy()  # (L, nh, T, T)
+    maps = model.attention_maps(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])[:, 0].numpy()  # (L, nh, T, T)
     tokens = tok.convert_ids_to_tokens(enc["input_ids"][0].tolist())
     segments = enc["token_type_ids"][0].tolist()
     path = Path(out)

@@ -26,7 +26,8 @@ _UNSUPPORTED = {
     "add_cross_attention": (False,),
 }
 IGNORE = -100  # the label of a position that carries no loss (PyTorch's ignore_index, as in transformers)
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+# hidden_act -> its GELU approximation ("none": the exact erf form, as in Google's code), or None for ReLU
+ACTIVATIONS: dict[str, str | None] = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "relu": None}
 
 PRESETS: dict[str, tuple[int, int, int]] = {
     # name: (layers, hidden, heads); intermediate = 4 x hidden
@@ -174,10 +175,6 @@ class BertConfig:
         path = Path(directory) / "config.json"
         if not path.is_file():
             raise BertkitError(f"{directory}: no config.json (is this a model folder?)")
-        try:
-            d = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise BertkitError(f"{path}: not valid JSON ({e})") from None
-        if not isinstance(d, dict):
-            raise BertkitError(f"{path}: expected a JSON object")
-        return cls.from_dict(d, source=str(path))
+        from .fileio import read_json
+
+        return cls.from_dict(read_json(path), source=str(path))

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from .errors import BertkitError
+from .fileio import staged_dir
 from .folders import ONNX_NAME, TASK_FILE, architecture_of
 from .heads import MODEL_CLASSES, to_tensors
 from .model import BertModel
@@ -78,9 +79,13 @@ def export(model_dir: str | Path, out: str | Path, quantize: str | None = None, 
     encoder.unpad = False
     outputs = tuple(n for n in OUTPUTS[kind.hf_architecture] if n != "pooler_output" or encoder.pooler is not None)
     tokenizer = Tokenizer.from_pretrained(model_dir)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    with staged_dir(out) as tmp:
+        return _write(model, kind, tokenizer, model_dir, tmp, outputs, opset, quantize)
+
+
+def _write(model: Any, kind: type, tokenizer: Tokenizer, model_dir: Path, tmp: Path, outputs: tuple[str, ...],
+           opset: int, quantize: str | None) -> dict[str, Any]:
+    """Writes the exported folder into `tmp`: the graph, config, tokenizer, task file and CRF; gives the record."""
     with tempfile.TemporaryDirectory() as work:
         graph = Path(work) / ONNX_NAME
         _trace(_Graph(model, outputs).eval(), _example(tokenizer), graph, opset)
@@ -104,9 +109,6 @@ def export(model_dir: str | Path, out: str | Path, quantize: str | None = None, 
         "quantize": quantize, "max_abs_diff": _compare(model, tmp, tokenizer, outputs, per_token), **_versions(),
     }  # fmt: skip
     (tmp / "export.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
     return record
 
 

@@ -4,12 +4,14 @@
   and `bertkit prepare` read the same files from the same folder; a file's text, or the line that is not UTF-8.
 - `ReadReport`: what a reader kept, skipped and fixed, by reason, with the first places (file and
   line); every reader of corpora and task data fills one.
-- `atomic_write`: a killed process or a full disk never leaves a half-written file behind.
+- `atomic_write`: a killed process or a full disk never leaves a half-written file behind; `staged_dir` the
+  same for a whole folder (a model).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -61,6 +63,17 @@ def read_utf8(path: Path, what: str = "file", bom: bool = False) -> str:
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise BertkitError(f"{path} line {line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+
+
+def read_json(path: Path, what: str = "a JSON object") -> dict[str, Any]:
+    """Gives a JSON file's object; BertkitError naming the file when it is missing, not JSON, or not an object."""
+    try:
+        data = json.loads(read_utf8(path))
+    except json.JSONDecodeError as e:
+        raise BertkitError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise BertkitError(f"{path}: expected {what}, got {type(data).__name__}")
+    return data
 
 
 @dataclass
@@ -160,6 +173,27 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+@contextlib.contextmanager
+def staged_dir(dst: str | Path) -> Iterator[Path]:
+    """Yields an empty folder beside `dst` to write a whole folder into; when the block ends without an error it
+    replaces `dst` (`replace_dir`), so that a kill at any point leaves the old folder or the new one, whole.
+
+        with staged_dir(out / "model") as tmp:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+    """
+    dst = recover_dir(Path(dst))
+    tmp = dst.with_name(dst.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    replace_dir(tmp, dst)
 
 
 def replace_dir(src: Path, dst: Path) -> None:

@@ -33,7 +33,7 @@ from torch import nn
 from . import distributed, settings
 from .config import IGNORE, BertConfig
 from .errors import BertkitError
-from .fileio import atomic_write_text, recover_dir, replace_dir
+from .fileio import atomic_write_text, recover_dir, staged_dir
 from .folders import TASK_FILE, read_task_file
 from .heads import MODEL_CLASSES, to_tensors
 from .hub import resolve_model
@@ -41,70 +41,81 @@ from .model import Pretrained
 from .modelcard import write_model_card
 from .optim import OptimSettings, build_optimizer, linear_schedule, warmup_steps_for
 from .predict import evaluate_task, infer
-from .settings import check
-from .tasks import TASKS, Features, Task, get_task
+from .settings import DEVICES, PRECISIONS, Settings, between, check, non_negative, one_of, option, positive
+from .tasks import TASKS, Features, Task, check_options, get_task
 from .tokenizer import Tokenizer
 from .train import LoopConfig, set_seed, train
 
 log = logging.getLogger("bertkit")
 
-@dataclass(frozen=True)
-class TaskSettings:
-    """Which task family, and its options (each for the families it names)."""
 
-    name: str = "classify"  # classify | pair | qa | ner
-    max_seq_length: int | None = None  # default: the task's (128; 384 for qa)
-    regression: bool = False  # classify/pair: a score (the labels are numbers), not a class
-    scheme: str | None = None  # ner: BIO or BIOES to learn (default: the training file's, IOB1 becoming BIO)
-    crf: bool = False  # ner: a CRF over the tags (Viterbi decoding)
-    constrained: bool = False  # ner without a CRF: the most probable tag sequence the scheme allows
-    doc_stride: int | None = None  # qa: tokens between passage windows (default 128)
-    multi_label: bool = False  # classify/pair: any number of labels an example, a sigmoid each (BCE)
-    threshold: float | None = None  # multi-label: a label is predicted from this probability (default 0.5)
-    tune_thresholds: bool = False  # multi-label: each label's threshold tuned on dev for its best F1, saved with the model
-    long: str | None = None  # classify: "sliding" reads a text longer than max_seq_length in windows (default: truncate)
-    stride: int | None = None  # sliding: tokens between window starts (default half a window)
-    null_threshold: float | None = None  # qa on SQuAD 2.0 data: no answer above this null-score difference (default: searched on dev)
+# ---- settings: each declared once, with its flag (bertkit.settings.option) -------------------------------
+
+@dataclass(frozen=True)
+class TaskSettings(Settings):
+    """Which task family, and its options: each applies to the families that declare it (bertkit.tasks)."""
+
+    name: str = option("classify", "the task family", flag="--task", check=one_of(*TASKS))
+    max_seq_length: int | None = option(None, "tokens a sequence, at most", check=between(8, 512, closed=True),
+                                        shows="128; 384 for qa")
+    regression: bool = option(False, "classify/pair: predict a score (labels are numbers)")
+    multi_label: bool = option(False, "classify/pair: any number of labels an example (a JSON list in JSON lines, or "
+                                      "joined by --label-sep in a TSV/CSV cell); a sigmoid each, binary cross-entropy")
+    threshold: float | None = option(None, "multi-label: predict a label from this probability", shows="0.5",
+                                     check=between(0, 1))
+    tune_thresholds: bool = option(False, "multi-label: tune each label's threshold on dev (its best F1) and save "
+                                          "them with the model")
+    long: str | None = option(None, "classify: a text longer than --max-seq-length is truncated, or read in sliding "
+                                    "windows whose logits are averaged (max-pooled for --multi-label)",
+                              check=one_of("truncate", "sliding"), shows="truncate")
+    stride: int | None = option(None, "--long sliding: tokens between window starts", shows="half a window")
+    scheme: str | None = option(None, "ner: tagging scheme to learn", check=one_of("BIO", "BIOES"), shows="the file's")
+    crf: bool = option(False, "ner: a CRF layer over the tags (Viterbi decoding)")
+    constrained: bool = option(False, "ner without --crf: decode the most probable tag sequence the scheme allows "
+                                      "(well-formed BIO/BIOES), not each word's most probable tag alone")
+    doc_stride: int | None = option(None, "qa: tokens between passage windows", shows="128")
+    null_threshold: float | None = option(None, "qa with unanswerable questions (SQuAD 2.0): answer nothing when the "
+                                                "null score beats the best span by more than this",
+                                          shows="the threshold with the best dev F1, searched after training")
 
     def __post_init__(self) -> None:
-        check(self.name in TASKS, f"task.name must be one of {', '.join(TASKS)}, got {self.name!r}")
-        check(self.max_seq_length is None or 8 <= self.max_seq_length <= 512,
-              f"task.max_seq_length must be in [8, 512], got {self.max_seq_length}")
-        check(not self.regression or self.name in ("classify", "pair"), "task.regression is for classify and pair only")
-        check(not (self.crf or self.constrained or self.scheme) or self.name == "ner",
-              "task.crf, task.constrained and task.scheme are for ner only")
-        check(self.doc_stride is None or self.name == "qa", "task.doc_stride is for qa only")
-        check(not self.multi_label or (self.name in ("classify", "pair") and not self.regression),
-              "--multi-label is for classify and pair (not with --regression)")
-        check(self.multi_label or (self.threshold is None and not self.tune_thresholds),
-              "--threshold and --tune-thresholds are for --multi-label")
-        check(self.null_threshold is None or self.name == "qa", "--null-threshold is for qa")
-        check(self.long in (None, "truncate", "sliding"), f"--long must be truncate or sliding, got {self.long!r}")
-        check((self.long in (None, "truncate") and self.stride is None) or self.name == "classify",
-              "--long sliding and --stride are for classify (single texts)")
+        super().__post_init__()
+        options = self.options()
+        check_options(self.name, [k for k in options if k != "max_seq_length"])
+        get_task(self.name, **options)  # what the family checks across its options
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of `get_task`, as the task file keeps them: only what differs from the defaults."""
-        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("name", "null_threshold")}
-        options = {k: v for k, v in fields.items() if v is not None and v is not False}
-        if self.null_threshold is not None:  # given: used as it is, not searched
-            options |= {"null_score_diff_threshold": self.null_threshold, "search_null_threshold": False}
-        return options
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "name" and v is not None and v is not False}
+
+
+def parse_columns(spec: str) -> dict[str, str | int]:
+    """--columns "text=0,label=1" or "text=review,label=label": where each field is, by index or header name."""
+    cols: dict[str, str | int] = {}
+    for item in spec.split(","):
+        name, sep, col = item.partition("=")
+        if not sep:
+            raise BertkitError(f"--columns {spec!r}: expected name=column pairs, e.g. text=0,label=1")
+        cols[name.strip()] = int(col) if col.strip().lstrip("-").isdigit() else col.strip()
+    return cols
 
 
 @dataclass(frozen=True)
-class DataSettings:
-    """The labelled files, and how to read the user's own (see docs/finetuning.md)."""
+class FinetuneDataSettings(Settings):
+    """The labelled files, and how to read the user's own (see docs/your-data.md)."""
 
-    train: Path | None = None
-    dev: Path | None = None
-    test: Path | None = None
-    format: str | None = None  # classify/pair: tsv | csv | jsonl (default: by the file's extension)
-    columns: dict[str, str | int] | None = None  # classify/pair: where the fields are, {text = 0, label = 1}
-    header: bool | None = None  # classify/pair: whether the table has a header row (default: detected)
-    normalize: str | None = None  # ner: "NFKC" normalizes the words (e.g. full-width digits), also at predict
-    skip_bad_rows: bool = False  # skip and count malformed rows instead of stopping
-    label_sep: str | None = None  # multi-label TSV/CSV: what joins the labels in a cell (default ",")
+    train: Path | None = option(None, "training file")
+    dev: Path | None = option(None, "dev file: scored after every epoch (or --eval-every)")
+    test: Path | None = option(None, "test file: the best model is scored on it at the end")
+    format: str | None = option(None, "classify/pair: file format", check=one_of("tsv", "csv", "jsonl"),
+                                shows="by extension")
+    columns: dict[str, str | int] | None = option(None, "classify/pair: where fields are, e.g. text=0,pair=1,label=2 "
+                                                        "or text=review,label=label", parse=parse_columns)
+    header: bool | None = option(None, "classify/pair: the table has no header row", flag="--no-header", const=False)
+    normalize: str | None = option(None, "ner: normalize words (e.g. full-width digits), also at predict",
+                                   check=one_of("NFKC"))
+    skip_bad_rows: bool = option(False, "skip and count malformed rows instead of stopping")
+    label_sep: str | None = option(None, "multi-label TSV/CSV: what joins the labels in a cell", shows="','")
 
     def read_options(self) -> dict[str, Any]:
         """The keyword arguments of the task's reader."""
@@ -115,33 +126,46 @@ class DataSettings:
 
 
 @dataclass(frozen=True)
-class TrainSettings:
-    epochs: int = 3
-    batch_size: int = 32  # examples per update, over all processes and micro-batches
-    accumulation: int = 1  # micro-batches per update, run one after another (less memory, the same updates)
-    gradient_checkpointing: bool = False  # recompute layer activations in the backward pass: less memory, more time
-    eval_batch_size: int = 64
-    eval_every: int = 0  # updates between dev evaluations; 0: after every epoch
-    metric: str | None = None  # the dev score that picks the checkpoint and the grid run (default: the task's)
-    early_stopping: int = 0  # > 0: stop a run after this many evaluations without a better metric
-    class_weights: str | None = None  # classify/pair: "auto" (n / (classes x n_c)) or "w1,w2,..." in label order
-    seed: int = 42
-    precision: str = "fp32"  # fp32 | bf16 | fp16 (CUDA)
-    device: str = "auto"
+class FinetuneTrainSettings(Settings):
+    epochs: int = option(3, "passes over the training data", check=positive)
+    batch_size: int = option(32, "examples an update, over all processes and micro-batches", check=positive)
+    accumulation: int = option(1, "split each batch into this many micro-batches run one after another: the same "
+                                  "updates in less memory", check=positive)
+    gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, about a "
+                                                 "third more time")
+    eval_batch_size: int = option(64, check=positive)
+    eval_every: int = option(0, "evaluate on dev every STEPS updates too", metavar="STEPS", check=non_negative,
+                             shows="every epoch only")
+    metric: str | None = option(None, "the dev score that keeps the best checkpoint and picks the grid run, e.g. f1 or "
+                                      "mcc", shows="accuracy; f1 for ner and qa; pearson for regression")
+    early_stopping: int = option(0, "stop a run after PATIENCE evaluations without a better --metric",
+                                 metavar="PATIENCE", check=non_negative, shows="never")
+    class_weights: str | None = option(None, "classify/pair: weight the loss by class, 'auto' (balanced) or one weight "
+                                             "a label in label order", metavar="auto|W1,W2,...")
+    seed: int = option(42, "random seed")
+    precision: str = option("fp32", "bf16: autocast; fp16: with loss scaling (CUDA)", check=PRECISIONS)
+    device: str = option("auto", "auto: a GPU when there is one", check=DEVICES)
     progress: bool = True
 
-    def __post_init__(self) -> None:
-        check(self.epochs > 0, f"train.epochs must be positive, got {self.epochs}")
-        check(self.batch_size > 0 and self.eval_batch_size > 0,
-              f"train.batch_size must be positive, got {self.batch_size}")
-        check(self.accumulation > 0, f"train.accumulation must be positive, got {self.accumulation}")
-        check(self.eval_every >= 0, f"train.eval_every must be >= 0 (0: every epoch), got {self.eval_every}")
-        check(self.early_stopping >= 0, f"train.early_stopping must be >= 0 (0: never), got {self.early_stopping}")
-        check(self.precision in ("fp32", "bf16", "fp16"), f"train.precision must be fp32, bf16 or fp16, got {self.precision!r}")
+
+def parse_grid(spec: str) -> dict[str, list]:
+    """--grid with no value: the paper's grid; "batch_size=16,32;lr=5e-5,3e-5;epochs=2,3" a subset."""
+    grid: dict[str, list] = {}
+    for part in filter(None, spec.split(";")):
+        key, sep, values = part.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in ("batch_size", "lr", "epochs"):
+            raise BertkitError(f"--grid {spec!r}: expected batch_size=..;lr=..;epochs=.. (any of them)")
+        kind = float if key == "lr" else int
+        try:
+            grid[key] = [kind(v) for v in values.split(",")]
+        except ValueError:
+            raise BertkitError(f"--grid {spec!r}: {key} values must be numbers") from None
+    return grid
 
 
 @dataclass(frozen=True)
-class GridSettings:
+class GridSettings(Settings):
     """The paper's grid of fine-tuning runs, or the subset given; the best run on dev is kept."""
 
     batch_size: tuple[int, ...] = (16, 32)
@@ -157,29 +181,34 @@ class GridSettings:
 
 
 @dataclass(frozen=True)
-class FinetuneSettings:
+class FinetuneSettings(Settings):
     """Everything `bertkit finetune` does, typed: from a TOML/JSON file (`--config`), the command's options,
     then `section.key=value` overrides, as pre-training's settings."""
 
-    model: Path | None = None  # the pre-trained model folder (bertkit's or Hugging Face's), or a Hugging Face name
-    revision: str | None = None  # with a Hugging Face name: the branch, tag or commit
-    out: Path | None = None
+    model: Path | None = option(None, "pre-trained model: a folder (bertkit's or Hugging Face's layout) or a Hugging "
+                                      "Face name such as bert-base-chinese", metavar="DIR|NAME")
+    revision: str | None = option(None, "with a Hugging Face model name: the branch, tag or commit to use")
+    out: Path | None = option(None, "output folder (OUT/model, OUT/results.json)")
     task: TaskSettings = field(default_factory=TaskSettings)
-    data: DataSettings = field(default_factory=DataSettings)
+    data: FinetuneDataSettings = field(default_factory=FinetuneDataSettings)
     optim: OptimSettings = field(default_factory=lambda: OptimSettings(lr=2e-5, warmup=0.1))  # the paper's
-    train: TrainSettings = field(default_factory=TrainSettings)
-    grid: GridSettings | None = None  # None: one run with train.batch_size, optim.lr and train.epochs
+    train: FinetuneTrainSettings = field(default_factory=FinetuneTrainSettings)
+    # None: one run with train.batch_size, optim.lr and train.epochs
+    grid: GridSettings | None = option(None, "the paper's grid (batch 16/32 x lr 5e-5/3e-5/2e-5 x epochs 2/3/4), or a "
+                                             "subset: 'lr=5e-5,3e-5;epochs=2'", nargs="?", metavar="SPEC",
+                                       parse=parse_grid)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for value, what, flag, key in ((self.model, "model", "--model DIR", "model"), (self.out, "output folder", "--out DIR", "out"),
                                        (self.data.train, "training file", "--train FILE", "data.train"),
                                        (self.data.dev, "dev file", "--dev FILE", "data.dev")):
             check(value is not None, f"no {what}: give {flag} (or {key} in a --config file)")
         check(self.optim.name == "adamw", f"fine-tuning uses adamw, got optim.name={self.optim.name!r}")
         check(self.data.label_sep is None or self.task.multi_label, "--label-sep is for --multi-label")
-        check(self.train.class_weights is None or (self.task.name in ("classify", "pair") and not self.task.regression
-                                                   and not self.task.multi_label),
-              "--class-weights is for single-label classify and pair")
+        if self.train.class_weights is not None:
+            check_options(self.task.name, ["class_weights"])
+            check(not (self.task.regression or self.task.multi_label), "--class-weights is for single-label classify and pair")
 
     def points(self) -> list[tuple[int, float, int]]:
         """(batch size, learning rate, epochs) of every run."""
@@ -373,7 +402,7 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
     log.warning("featurized %d + %d rows in %.1f s", len(train_features), len(dev_features), time.perf_counter() - t0)
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "config.json", json.dumps(settings.to_dict(cfg), indent=2) + "\n")
+        settings.save(out, cfg)
 
     hidden, top_lr = BertConfig.load(base).hidden_size, max(p[1] for p in cfg.points())
     if hidden <= 256 and top_lr <= 5e-5:
@@ -401,13 +430,11 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
     }
     if ctx.is_main:
         final = out / "model"
-        tmp = out / "model.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(best.path / "model", tmp)
-        tuned = _tune_on_dev(tmp, task, dev_features, cfg, ctx)
+        with staged_dir(final) as tmp:
+            shutil.copytree(best.path / "model", tmp, dirs_exist_ok=True)
+            tuned = _tune_on_dev(tmp, task, dev_features, cfg, ctx)
         if tuned is not None:
             summary["best"]["tuned"], summary["best"]["dev_tuned"] = tuned
-        replace_dir(tmp, final)
         if cfg.data.test is not None:
             test_data = task.read(cfg.data.test, **read_options)
             log.warning("%s", test_data.report.summary())
@@ -463,10 +490,8 @@ def _one_run(cfg: FinetuneSettings, base: Path, task: Task, metric: str, labels:
         before = read_task_file(kept)["dev"].get(metric) if (kept / TASK_FILE).is_file() else None
         if is_better(metric, scores[metric], before):
             chosen = {"metric": metric, "step": step, "epoch": round(step / batches.per_epoch, 2)}
-            tmp = run_dir / "model.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            save_finetuned(model, tok, tmp, task, labels, cfg, scores, chosen)
-            replace_dir(tmp, kept)
+            with staged_dir(kept) as tmp:
+                save_finetuned(model, tok, tmp, task, labels, cfg, scores, chosen)
         return scores
 
     t0 = time.perf_counter()

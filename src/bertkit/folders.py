@@ -8,11 +8,11 @@ Nothing here imports torch, so that an exported model serves without it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from .errors import BertkitError
+from .fileio import read_json
 from .hub import resolve_model
 
 TASK_FILE = "bertkit_task.json"  # written beside config.json by `bertkit finetune`: what a model was fine-tuned for
@@ -35,10 +35,7 @@ def architecture_of(directory: str | Path) -> str | None:
     path = check_model_folder(directory) / "config.json"
     if not path.is_file():
         raise BertkitError(f"{directory}: no config.json (is this a model folder?)")
-    try:
-        names = json.loads(path.read_text(encoding="utf-8")).get("architectures") or [None]
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as e:
-        raise BertkitError(f"{path}: not a valid config ({e})") from None
+    names = read_json(path).get("architectures") or [None]
     return names[0]
 
 
@@ -47,10 +44,7 @@ def read_task_file(model_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         kind = architecture_of(model_dir)
         raise BertkitError(f"{model_dir}: no {TASK_FILE}: this {kind or 'model'} was not fine-tuned by `bertkit finetune`")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise BertkitError(f"{path}: not valid JSON ({e})") from None
+    return read_json(path)
 
 
 def is_exported(directory: str | Path) -> bool:

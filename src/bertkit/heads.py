@@ -107,8 +107,8 @@ class BertForPreTraining(Pretrained):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         mlm_labels: torch.Tensor | None = None,
         nsp_labels: torch.Tensor | None = None,
         dense_logits: bool = False,

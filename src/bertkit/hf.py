@@ -22,7 +22,6 @@ from .errors import BertkitError
 from .folders import check_model_folder
 
 WEIGHTS_NAME = "model.safetensors"
-HEAD_PREFIXES = ("mlm.", "nsp.", "classifier.", "qa_outputs.")  # bertkit names of every task head
 
 # (Hugging Face name, bertkit name) for every parameter but the fused QKV; names are within the encoder
 # ("bert." is added or stripped separately) or, for heads, within the whole model.

@@ -9,6 +9,7 @@ With no padding in the batch, nothing is gathered or scattered at all.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -19,11 +20,11 @@ from safetensors.torch import save_file
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .config import BertConfig
+from .config import ACTIVATIONS, BertConfig
 from .errors import BertkitError
 from .fileio import atomic_write
 from .folders import check_model_folder
-from .hf import HEAD_PREFIXES, WEIGHTS_NAME, check_vocab_fits, from_hf, read_weights, to_hf
+from .hf import WEIGHTS_NAME, check_vocab_fits, from_hf, read_weights, to_hf
 
 log = logging.getLogger("bertkit")
 
@@ -94,12 +95,24 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.dropout_p = cfg.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, packing: Packing | None) -> torch.Tensor:
+    def heads(self, x: torch.Tensor, packing: Packing | None) -> torch.Tensor:
+        """Gives every head's queries, keys and values, (3, B, nh, T, hd), padded when `x` is packed."""
         qkv = self.qkv(x)  # (N, 3H) packed, or (B, T, 3H)
         if packing is not None:
             qkv = packing.pad(qkv)  # (B, T, 3H)
         B, T, _ = qkv.shape
-        qkv = qkv.view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, nh, T, hd)
+        return qkv.view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, nh, T, hd)
+
+    def probabilities(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
+        """Gives every head's attention probabilities, (B, nh, T, T): softmax(QK^T / sqrt(hd)) over the real tokens,
+        what SDPA computes inside (transformers' output_attentions)."""
+        q, k, _ = self.heads(x, packing)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, nh, T, T)
+        return scores.masked_fill(~packing.key_mask, torch.finfo(scores.dtype).min).softmax(-1)
+
+    def forward(self, x: torch.Tensor, packing: Packing | None) -> torch.Tensor:
+        qkv = self.heads(x, packing)  # (3, B, nh, T, hd)
+        B, T = qkv.shape[1], qkv.shape[3]
         y = F.scaled_dot_product_attention(
             qkv[0], qkv[1], qkv[2],
             attn_mask=None if packing is None else packing.key_mask,
@@ -173,9 +186,14 @@ class Pretrained(nn.Module):
     encoder_prefix: ClassVar[str] = "bert."
     # Parts that a checkpoint may lack: they are initialized fresh and reported. Missing encoder weights are an error.
     head_prefixes: ClassVar[tuple[str, ...]] = ()
+    every_head: ClassVar[set[str]] = set()  # the head prefixes of every model class: what is not the encoder's
 
     config: BertConfig
     load_report: LoadReport
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Pretrained.every_head.update(cls.head_prefixes)
 
     def init_weights(self) -> None:
         if not next(self.parameters()).is_meta:  # from_pretrained builds on "meta", then loads
@@ -219,7 +237,8 @@ class Pretrained(nn.Module):
         # Move the checkpoint's encoder weights under this model's prefix, whichever way it was saved.
         has_prefix = any(k.startswith("bert.") for k in theirs)
         if prefix and not has_prefix:
-            theirs = {(k if k.startswith(HEAD_PREFIXES) else prefix + k): v for k, v in theirs.items()}
+            heads = tuple(Pretrained.every_head)
+            theirs = {(k if k.startswith(heads) else prefix + k): v for k, v in theirs.items()}
         elif not prefix and has_prefix:
             theirs = {k.removeprefix("bert."): v for k, v in theirs.items()}
         bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(ours[k].shape)}"
@@ -340,15 +359,24 @@ class BertModel(Pretrained):
         pooled = self.pooler(hidden) if self.pooler is not None else None
         return BertOutput(last_hidden_state=hidden, pooler_output=pooled)
 
+    @torch.no_grad()
+    def attention_maps(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       token_type_ids: torch.Tensor) -> torch.Tensor:
+        """Gives every head's attention probabilities, (layers, B, heads, T, T), the layers run padded."""
+        B, T = input_ids.shape
+        packing = Packing(B, T, None, attention_mask.bool()[:, None, None, :])
+        x = self.embeddings(input_ids, token_type_ids, torch.arange(T).expand(B, T))  # (B, T, H)
+        maps = []
+        for layer in self.layers:
+            maps.append(layer.attention.probabilities(x, packing))
+            x = layer(x, packing)
+        return torch.stack(maps)
+
 
 def activation(name: str) -> nn.Module:
-    """BERT's activations by their config names ("gelu" is the exact erf form, as in Google's code)."""
-    return {
-        "gelu": nn.GELU(),
-        "gelu_new": nn.GELU(approximate="tanh"),
-        "gelu_pytorch_tanh": nn.GELU(approximate="tanh"),
-        "relu": nn.ReLU(),
-    }[name]
+    """BERT's activations by their config names (config.ACTIVATIONS)."""
+    approximate = ACTIVATIONS[name]
+    return nn.ReLU() if approximate is None else nn.GELU(approximate=approximate)
 
 
 @torch.no_grad()

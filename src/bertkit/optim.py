@@ -11,27 +11,25 @@ import torch
 from torch import nn
 
 from .errors import BertkitError
-from .settings import check
+from .settings import Settings, between, check, non_negative, one_of, option
 
 
 @dataclass(frozen=True)
-class OptimSettings:
+class OptimSettings(Settings):
     """The optimizer and its schedule, as `[optim]` in pre-training and fine-tuning settings."""
 
-    name: str = "adamw"  # adamw | lamb
-    lr: float = 1e-4
+    name: str = option("adamw", check=one_of("adamw", "lamb"))  # lamb: for large batches
+    lr: float = option(1e-4, "peak learning rate", check=between(0, 1))
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-6
-    weight_decay: float = 0.01
-    warmup: float = 0.01  # < 1: proportion of the steps; >= 1: a number of steps (the paper: 10k of 1M)
+    weight_decay: float = option(0.01, check=non_negative)  # not on LayerNorm and biases
+    # < 1: proportion of the steps; >= 1: a number of steps (the paper: 10k of 1M)
+    warmup: float = option(0.01, "warmup: a proportion of the steps (< 1) or a number of steps", check=non_negative)
     max_grad_norm: float = 1.0
 
     def __post_init__(self) -> None:
-        check(self.name in ("adamw", "lamb"), f"optim.name must be adamw or lamb, got {self.name!r}")
-        check(0 < self.lr < 1, f"optim.lr must be in (0, 1), got {self.lr}")
+        super().__post_init__()
         check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), f"optim.betas must be two values in [0, 1), got {self.betas}")
-        check(self.weight_decay >= 0, f"optim.weight_decay must be >= 0, got {self.weight_decay}")
-        check(self.warmup >= 0, f"optim.warmup must be >= 0, got {self.warmup}")
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -116,11 +116,7 @@ class Pipeline:
     def predict(self, inputs: Sequence[Any]) -> list[dict[str, Any]]:
         """Gives one prediction per input, each input as the server's `inputs` hold it: a text (classify, ner),
         a [text, pair] list (pair), {"question": ..., "context": ...} (qa), or a list of words (ner)."""
-        if self.task.name == "pair":
-            return self([i[0] for i in inputs], [i[1] for i in inputs])
-        if self.task.name == "qa":
-            return self([i["question"] for i in inputs], [i["context"] for i in inputs])
-        return self(list(inputs))
+        return self(*self.task.split_inputs(inputs))
 
     def evaluate(self, path: str | Path, **read_options: Any) -> dict[str, Any]:
         """Gives the task's scores on a labelled file (percent), with what the reader skipped."""
@@ -137,10 +133,11 @@ def predict_lines(pipe: Pipeline, lines: list[str], *, pairs: list[str] | None =
     malformed one. A pair or qa model takes "first<TAB>second" lines (or another `sep`), or the second texts in
     `pairs` (one for all, or one each); `jsonl` lines hold the fields training files use (sentence1/sentence2,
     question/context, text, ...); `words`: NER inputs split on spaces as they are."""
-    two = pipe.task.name in ("pair", "qa")  # a text and a second text (pair) or a context (qa)
+    second = pipe.task.second  # what an input's second text is (a pair's second sentence, a question's context), if any
+    two = second is not None
     texts, seconds, errors = list(lines), None, {}  # errors: input index -> why it gives no prediction
     if jsonl:
-        texts, seconds, errors = _jsonl_inputs(lines, two, pipe.task.name == "qa", source)
+        texts, seconds, errors = _jsonl_inputs(lines, second, source)
     elif pairs is not None:
         seconds = pairs * len(texts) if len(pairs) == 1 else list(pairs)
     elif two:
@@ -156,7 +153,7 @@ def predict_lines(pipe: Pipeline, lines: list[str], *, pairs: list[str] | None =
     return [answers.get(i) or {"line": i + 1, "error": errors[i]} for i in range(len(texts))]
 
 
-def _jsonl_inputs(lines: list[str], two: bool, qa: bool, source: str) -> tuple[list[str], list[str] | None, dict[int, str]]:
+def _jsonl_inputs(lines: list[str], second_name: str | None, source: str) -> tuple[list[str], list[str] | None, dict[int, str]]:
     """Texts (and second texts or contexts) from JSON lines, with the field names training files use."""
     from .tasks.classify import DEFAULT_NAMES
 
@@ -172,11 +169,11 @@ def _jsonl_inputs(lines: list[str], two: bool, qa: bool, source: str) -> tuple[l
         second = next((lowered[n] for n in names["pair"] if n in lowered), None)
         if line.strip() and text is None:
             errors[i] = f"no text field (one of {', '.join(names['text'][:4])}, ...)"
-        elif line.strip() and two and second is None:
-            errors[i] = f"no {'context' if qa else 'second text'} field"
+        elif line.strip() and second_name is not None and second is None:
+            errors[i] = f"no {second_name} field"
         texts.append(str(text or ""))
         seconds.append(str(second or ""))
-    return texts, seconds if two else None, errors
+    return texts, seconds if second_name is not None else None, errors
 
 
 def pipeline(model_dir: str | Path, task: str | None = None, *, revision: str | None = None, **options: Any) -> Any:

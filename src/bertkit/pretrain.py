@@ -8,9 +8,7 @@ folder holds the resolved config, checkpoints, log.jsonl, TensorBoard events and
 from __future__ import annotations
 
 import bisect
-import json
 import logging
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +21,12 @@ from torch import nn
 from . import distributed, settings
 from .config import IGNORE, PRESETS, BertConfig
 from .errors import BertkitError
-from .fileio import atomic_write_text
+from .fileio import staged_dir
 from .heads import BertForPreTraining
 from .init import INITS, initialize
 from .optim import OptimSettings, build_optimizer, linear_warmup_decay, warmup_steps_for
 from .pretraining import PretrainingData, collate
-from .settings import check
+from .settings import DEVICES, PRECISIONS, Settings, non_negative, one_of, option, positive
 from .tokenizer import Tokenizer
 from .train import Clock, LoopConfig, set_seed, train
 
@@ -38,12 +36,12 @@ log = logging.getLogger("bertkit")
 # ---- settings ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class ModelSettings:
-    preset: str = "tiny"
+class ModelSettings(Settings):
+    preset: str = option("tiny", "model size", check=one_of(*PRESETS))
     init_from: Path | None = None  # a model folder to continue from (e.g. phase 2, or domain adaptation)
     # A new model's starting weights: "bert" (Google's), or "local": every attention head starts on a neighbour and
     # the MLM output bias at the log-frequencies of the data's tokens (see docs/pretraining.md).
-    init: str = "bert"
+    init: str = option("bert", check=one_of(*INITS))
     vocab_size: int | None = None  # default: the data's vocabulary
     hidden_size: int | None = None
     num_hidden_layers: int | None = None
@@ -55,10 +53,6 @@ class ModelSettings:
     max_position_embeddings: int | None = None
     initializer_range: float | None = None
 
-    def __post_init__(self) -> None:
-        check(self.preset in PRESETS, f"model.preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
-        check(self.init in INITS, f"model.init must be one of {', '.join(INITS)}, got {self.init!r}")
-
     def config(self, vocab_size: int) -> BertConfig:
         fields = {k: v for k, v in self.__dict__.items() if k not in ("preset", "init_from", "init") and v is not None}
         fields.setdefault("vocab_size", vocab_size)
@@ -68,76 +62,58 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
-class PhaseSettings:
+class PhaseSettings(Settings):
     """One pre-training phase: the paper runs 90% of the steps at length 128, then 10% at 512."""
 
     data: Path
-    steps: int
+    steps: int = option(check=positive)
     batch_size: int | None = None  # default: train.batch_size
     lr: float | None = None  # default: optim.lr
     warmup: float | None = None  # default: optim.warmup
 
-    def __post_init__(self) -> None:
-        check(self.steps > 0, f"phases: steps must be positive, got {self.steps}")
-
 
 @dataclass(frozen=True)
-class TrainSettings:
-    steps: int = 1000
+class PretrainTrainSettings(Settings):
+    steps: int = option(1000, "optimizer steps", check=positive)
     # > 0: a wall-clock budget (Cramming): the run stops when it is spent, or at `steps`, and the learning rate
     # warms up and decays over the fraction of the budget spent rather than of the steps
-    minutes: float = 0.0
-    batch_size: int = 32  # sequences per optimizer step, over all processes and micro-batches
-    accumulation: int = 1  # micro-batches per step
-    gradient_checkpointing: bool = False  # recompute layer activations in the backward pass: less memory, more time
-    precision: str = "fp32"  # fp32 | bf16 | fp16 (CUDA)
-    seed: int = 12345
-    device: str = "auto"
+    minutes: float = option(0.0, check=non_negative)
+    batch_size: int = option(32, "sequences an optimizer step, all processes together", check=positive)
+    accumulation: int = option(1, "micro-batches a step, run one after another", check=positive)
+    gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, about a "
+                                                 "third more time")
+    precision: str = option("fp32", "bf16: autocast; fp16: with loss scaling (CUDA)", check=PRECISIONS)
+    seed: int = option(12345, "seeds the model's initialization and every batch and mask")
+    device: str = option("auto", "auto: a GPU when there is one", check=DEVICES)
     compile: bool = False
 
-    def __post_init__(self) -> None:
-        check(self.steps > 0, f"train.steps must be positive, got {self.steps}")
-        check(self.minutes >= 0, f"train.minutes must be >= 0 (0: no time budget), got {self.minutes}")
-        check(self.batch_size > 0, f"train.batch_size must be positive, got {self.batch_size}")
-        check(self.accumulation > 0, f"train.accumulation must be positive, got {self.accumulation}")
-        check(self.precision in ("fp32", "bf16", "fp16"), f"train.precision must be fp32, bf16 or fp16, got {self.precision!r}")
+
+@dataclass(frozen=True)
+class PretrainDataSettings(Settings):
+    path: Path | None = option(None, "data folder made by `bertkit prepare`", flag="--data")
+    num_workers: int = option(1, check=non_negative)
+    eval_batches: int = option(20, check=positive)  # held-out batches per evaluation
 
 
 @dataclass(frozen=True)
-class DataSettings:
-    path: Path | None = None
-    num_workers: int = 1
-    eval_batches: int = 20  # held-out batches per evaluation
-
-    def __post_init__(self) -> None:
-        check(self.num_workers >= 0, f"data.num_workers must be >= 0, got {self.num_workers}")
+class CheckpointSettings(Settings):
+    every: int = option(500, check=non_negative)  # steps between checkpoints (0: only at the end)
+    keep: int = option(2, check=positive)  # the latest checkpoints kept
 
 
 @dataclass(frozen=True)
-class CheckpointSettings:
-    every: int = 500
-    keep: int = 2
-
-    def __post_init__(self) -> None:
-        check(self.every >= 0 and self.keep >= 1, "checkpoint.every must be >= 0 and checkpoint.keep >= 1")
-
-
-@dataclass(frozen=True)
-class LogSettings:
-    every: int = 10
-    eval_every: int = 200
+class LogSettings(Settings):
+    every: int = option(10, check=positive)
+    eval_every: int = option(200, check=non_negative)
     progress: bool = True
 
-    def __post_init__(self) -> None:
-        check(self.every > 0 and self.eval_every >= 0, "log.every must be > 0 and log.eval_every >= 0")
-
 
 @dataclass(frozen=True)
-class PretrainSettings:
+class PretrainSettings(Settings):
     model: ModelSettings = field(default_factory=ModelSettings)
-    data: DataSettings = field(default_factory=DataSettings)
+    data: PretrainDataSettings = field(default_factory=PretrainDataSettings)
     optim: OptimSettings = field(default_factory=OptimSettings)
-    train: TrainSettings = field(default_factory=TrainSettings)
+    train: PretrainTrainSettings = field(default_factory=PretrainTrainSettings)
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
     log: LogSettings = field(default_factory=LogSettings)
     phases: list[PhaseSettings] = field(default_factory=list)
@@ -163,8 +139,8 @@ class PretrainingObjective:
 
     def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         labels, nsp = batch["mlm_labels"], batch["nsp_labels"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"), labels, None,
-                    packed_indices=batch.get("packed_indices"), mlm_positions=batch.get("mlm_positions"))
+        out = model(batch["input_ids"], attention_mask=batch.get("attention_mask"), token_type_ids=batch["token_type_ids"],
+                    mlm_labels=labels, packed_indices=batch.get("packed_indices"), mlm_positions=batch.get("mlm_positions"))
         targets = labels.flatten()[batch["mlm_positions"]] if "mlm_positions" in batch else labels[labels != IGNORE]
         return {
             "mlm_loss": out.mlm_loss * targets.numel(),
@@ -279,8 +255,7 @@ def pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool = False) -> Path
 
 def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distributed.Context) -> Path:
     run_dir = Path(run_dir)
-    config_path = run_dir / "config.json"
-    if config_path.exists() and not resume:
+    if settings.saved(run_dir) is not None and not resume:
         raise BertkitError(f"{run_dir} already holds a run: add --resume to continue it, or choose another --out")
     phases = cfg.resolved_phases()
     if cfg.train.minutes and len(phases) > 1:
@@ -323,13 +298,13 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _phase_lr(lr_plan) if clock is None else _budget_lr(lr_plan[0], clock))
     if ctx.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(config_path, json.dumps(settings.to_dict(cfg), indent=2) + "\n")
+        settings.save(run_dir, cfg)
 
     step_model: nn.Module = torch.compile(model, dynamic=True) if cfg.train.compile else model
-    eval_data = {i: PretrainingData(p.data, "eval") for i, p in enumerate(phases)}
+    eval_data = PretrainingData(phases[0].data, "eval")  # held out by the first phase's prepare
 
     def evaluate(m: nn.Module, step: int) -> dict[str, float]:
-        return evaluate_pretraining(model, eval_data[0], cfg.data.eval_batches, schedule[0][2], cfg.train.seed, ctx.device)
+        return evaluate_pretraining(model, eval_data, cfg.data.eval_batches, schedule[0][2], cfg.train.seed, ctx.device)
 
     loop = LoopConfig(
         steps=total_steps, max_grad_norm=o.max_grad_norm, precision=cfg.train.precision, log_every=cfg.log.every,
@@ -338,12 +313,12 @@ def _pretrain(cfg: PretrainSettings, run_dir: Path, resume: bool, ctx: distribut
     )
     t0 = time.perf_counter()
     batches = PretrainBatches(schedule, cfg.train.accumulation, ctx, cfg.train.seed)
-    held_out = len(eval_data[0]) > 0  # `prepare --eval-fraction 0` holds nothing out: no evaluation then
+    held_out = len(eval_data) > 0  # `prepare --eval-fraction 0` holds nothing out: no evaluation then
     train(step_model, PretrainingObjective(), batches, optimizer, scheduler, loop, run_dir, ctx,
           evaluate=evaluate if held_out else None, resume=resume, run_config=settings.to_dict(cfg), clock=clock)
     out = run_dir / "model"
     if ctx.is_main:
-        export(model, tokenizer, out)
+        save_model(model, tokenizer, out)
         log.warning("pre-training done in %.0f s; model in %s", time.perf_counter() - t0, out)
     distributed.barrier()
     return out
@@ -372,14 +347,10 @@ def _budget_lr(phase: tuple[int, int, float, int], clock: Clock):
     return lr
 
 
-def export(model: BertForPreTraining, tokenizer: Tokenizer, out: Path) -> None:
+def save_model(model: BertForPreTraining, tokenizer: Tokenizer, out: Path) -> None:
     """Writes the model and its tokenizer to `out` in Hugging Face's layout, replacing it whole."""
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+    with staged_dir(out) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
 
 

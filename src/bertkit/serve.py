@@ -23,7 +23,7 @@ them (classification longest-first; QA and NER cut into windows, nothing lost). 
 Starlette on uvicorn: the ASGI toolkit and server FastAPI itself stands on, well kept and small; four
 routes with hand-written validation need neither FastAPI's pydantic models nor its dependency tree.
 The serve extra brings httptools and uvloop, which uvicorn takes when installed (its "standard" set):
-on this 2-core machine they answer a lone client about 15% sooner than h11 and asyncio (bench/serve.py).
+they answered a lone client about 15% sooner than h11 and asyncio on a 2-core machine (bench/serve.py).
 """
 
 from __future__ import annotations
@@ -41,6 +41,15 @@ from typing import Any
 
 from .errors import BertkitError
 from .predict import Pipeline
+from .settings import DEVICES, Settings, non_negative, one_of, option, positive
+from .tasks import InputError, Task
+from .tasks.base import json_kind
+
+try:  # the serve extra; without it `bertkit serve` says what to install
+    from starlette.requests import ClientDisconnect, Request
+    from starlette.responses import JSONResponse, Response
+except ImportError:  # pragma: no cover
+    ClientDisconnect = Request = JSONResponse = Response = None  # type: ignore[assignment,misc]
 
 log = logging.getLogger("bertkit")
 
@@ -51,20 +60,16 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
-class ServeSettings:
-    model: Path
-    host: str = "127.0.0.1"
-    port: int = 8000
-    max_batch_size: int = 32  # inputs per forward pass, at most (one larger request still runs whole)
-    max_wait_ms: float = 5.0  # how long the first request of a group waits for others
-    max_inputs: int = MAX_INPUTS  # per request
-    max_body_bytes: int = MAX_BODY_BYTES
-    device: str = "auto"
-    precision: str = "fp32"
-
-    def __post_init__(self) -> None:
-        if self.max_batch_size < 1 or self.max_wait_ms < 0 or self.max_inputs < 1 or self.max_body_bytes < 1:
-            raise BertkitError("--max-batch-size, --max-inputs and --max-body-bytes must be positive, --max-wait-ms >= 0")
+class ServeSettings(Settings):
+    model: Path = option(help="model folder from `bertkit finetune` or `bertkit export`", metavar="DIR")
+    host: str = option("127.0.0.1", "address to listen on")
+    port: int = option(8000, "port to listen on")
+    max_batch_size: int = option(32, "inputs a forward pass (one larger request still runs whole)", check=positive)
+    max_wait_ms: float = option(5.0, "how long a request waits for others to batch with", check=non_negative)
+    max_inputs: int = option(MAX_INPUTS, "inputs a request, at most", check=positive)
+    max_body_bytes: int = option(MAX_BODY_BYTES, "request body size, at most", check=positive)
+    device: str = option("auto", "auto: a GPU when there is one", check=DEVICES)
+    precision: str = option("fp32", "bf16: autocast (PyTorch models)", check=one_of("fp32", "bf16"))
 
 
 class BadRequest(Exception):
@@ -77,7 +82,7 @@ class BadRequest(Exception):
 
 # ---- what a request may hold -------------------------------------------------------------------------
 
-def check_inputs(body: bytes, task: str, max_inputs: int) -> list[Any]:
+def check_inputs(body: bytes, task: Task, max_inputs: int) -> list[Any]:
     """Gives the inputs of a /v1/predict body, or raises BadRequest naming what is wrong and where."""
     try:
         text = body.decode("utf-8")
@@ -94,52 +99,17 @@ def check_inputs(body: bytes, task: str, max_inputs: int) -> list[Any]:
         raise BadRequest(422, f"unknown field(s) {', '.join(map(repr, unknown))}: the body holds only \"inputs\"")
     inputs = payload["inputs"]
     if not isinstance(inputs, list):
-        raise BadRequest(422, f'"inputs" must be a list, got {_kind(inputs)}')
+        raise BadRequest(422, f'"inputs" must be a list, got {json_kind(inputs)}')
     if not inputs:
         raise BadRequest(422, '"inputs" is empty')
     if len(inputs) > max_inputs:
         raise BadRequest(422, f'"inputs" holds {len(inputs)} items, at most {max_inputs} per request')
-    for i, item in enumerate(inputs):
-        _check_input(item, task, f"inputs[{i}]")
+    try:
+        for i, item in enumerate(inputs):
+            task.check_input(item, f"inputs[{i}]")
+    except InputError as e:
+        raise BadRequest(422, str(e)) from None
     return inputs
-
-
-def _check_input(item: Any, task: str, where: str) -> None:
-    if task == "pair":
-        if not (isinstance(item, list) and len(item) == 2):
-            raise BadRequest(422, f"{where}: a pair model takes [text, pair], got {_kind(item)}")
-        _text(item[0], f"{where}[0]")
-        _text(item[1], f"{where}[1]")
-    elif task == "qa":
-        if not (isinstance(item, dict) and set(item) == {"question", "context"}):
-            raise BadRequest(422, f'{where}: a QA model takes {{"question": ..., "context": ...}}, got {_kind(item)}')
-        _text(item["question"], f"{where}.question")
-        _text(item["context"], f"{where}.context")
-    elif task == "ner" and isinstance(item, list):
-        if not item:
-            raise BadRequest(422, f"{where}: the list of words is empty")
-        for k, word in enumerate(item):
-            _text(word, f"{where}[{k}]")
-            if any(c.isspace() for c in word):
-                raise BadRequest(422, f"{where}[{k}]: a word holds white space ({word!r})")
-    else:
-        _text(item, where)
-
-
-def _text(value: Any, where: str) -> None:
-    if not isinstance(value, str):
-        raise BadRequest(422, f"{where}: expected a string, got {_kind(value)}")
-    if not value.strip():
-        raise BadRequest(422, f"{where}: the text is empty")
-
-
-def _kind(value: Any) -> str:
-    """Says what a JSON value is, for an error message."""
-    if value is None:
-        return "null"
-    if isinstance(value, list):
-        return f"a list of {len(value)}"
-    return "an object" if isinstance(value, dict) else {bool: "a boolean", str: "a string"}.get(type(value), "a number")
 
 
 # ---- micro-batching ------------------------------------------------------------------------------------
@@ -238,84 +208,92 @@ def _metrics() -> tuple[Any, dict[str, Any]]:
     }  # fmt: skip
 
 
-def create_app(cfg: ServeSettings, pipeline: Pipeline | None = None) -> Any:
-    """Gives the ASGI app serving `cfg.model` (loaded now unless a pipeline is given)."""
-    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-    from starlette.applications import Starlette
-    from starlette.requests import ClientDisconnect, Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
+class App:
+    """The server's routes over one model: each answers, counts itself in the metrics, and never raises."""
 
-    pipe = pipeline or Pipeline(cfg.model, device=cfg.device, precision=cfg.precision, batch_size=cfg.max_batch_size)
-    registry, metrics = _metrics()
-    batcher = Batcher(pipe, cfg.max_batch_size, cfg.max_wait_ms, metrics)
-    info = {
-        "model": str(cfg.model), "task": pipe.task.name, "labels": pipe.labels, "backend": pipe.backend.name,
-        "max_seq_length": getattr(pipe.task, "max_seq_length", None), "max_batch_size": cfg.max_batch_size,
-        "max_wait_ms": cfg.max_wait_ms, "max_inputs": cfg.max_inputs, "max_body_bytes": cfg.max_body_bytes,
-    }  # fmt: skip
+    def __init__(self, cfg: ServeSettings, pipe: Pipeline):
+        self.cfg, self.pipe = cfg, pipe
+        self.registry, self.metrics = _metrics()
+        self.batcher = Batcher(pipe, cfg.max_batch_size, cfg.max_wait_ms, self.metrics)
+        self.info = {
+            "model": str(cfg.model), "task": pipe.task.name, "labels": pipe.labels, "backend": pipe.backend.name,
+            "max_seq_length": getattr(pipe.task, "max_seq_length", None), "max_batch_size": cfg.max_batch_size,
+            "max_wait_ms": cfg.max_wait_ms, "max_inputs": cfg.max_inputs, "max_body_bytes": cfg.max_body_bytes,
+        }  # fmt: skip
+        self.routes = {"/v1/predict": ("POST", self.predict), "/v1/model": ("GET", self.model_info),
+                       "/health": ("GET", self.health), "/metrics": ("GET", self.prometheus)}
 
-    def answer(route: str, status: int, payload: Any) -> JSONResponse:
-        metrics["requests"].labels(route, str(status)).inc()
+    def answer(self, route: str, status: int, payload: Any) -> Any:
+        self.metrics["requests"].labels(route, str(status)).inc()
         if status >= 400:
-            metrics["errors"].labels(str(status)).inc()
+            self.metrics["errors"].labels(str(status)).inc()
         return JSONResponse(payload, status_code=status)
 
-    async def predict(request: Request) -> JSONResponse:
+    async def predict(self, request: Request) -> Any:
         started = time.perf_counter()
         try:
-            body = await _read_body(request, cfg.max_body_bytes)
-            inputs = check_inputs(body, pipe.task.name, cfg.max_inputs)
+            body = await _read_body(request, self.cfg.max_body_bytes)
+            inputs = check_inputs(body, self.pipe.task, self.cfg.max_inputs)
         except BadRequest as e:
-            return answer("/v1/predict", e.status, {"error": str(e)})
+            return self.answer("/v1/predict", e.status, {"error": str(e)})
         except ClientDisconnect:
-            return answer("/v1/predict", 400, {"error": "the client went away before the body was read"})
+            return self.answer("/v1/predict", 400, {"error": "the client went away before the body was read"})
         try:
-            predictions = await batcher.predict(inputs)
+            predictions = await self.batcher.predict(inputs)
         except Exception as e:
-            return answer("/v1/predict", 500, {"error": f"prediction failed: {type(e).__name__}: {e}"})
-        metrics["inputs"].inc(len(inputs))
-        metrics["latency"].observe(time.perf_counter() - started)
-        return answer("/v1/predict", 200, {"predictions": predictions})
+            return self.answer("/v1/predict", 500, {"error": f"prediction failed: {type(e).__name__}: {e}"})
+        self.metrics["inputs"].inc(len(inputs))
+        self.metrics["latency"].observe(time.perf_counter() - started)
+        return self.answer("/v1/predict", 200, {"predictions": predictions})
 
-    async def model_info(request: Request) -> JSONResponse:
-        return answer("/v1/model", 200, info)
+    async def model_info(self, request: Request) -> Any:
+        return self.answer("/v1/model", 200, self.info)
 
-    async def health(request: Request) -> JSONResponse:
-        return answer("/health", 200, {"status": "ok"})
+    async def health(self, request: Request) -> Any:
+        return self.answer("/health", 200, {"status": "ok"})
 
-    async def prometheus(request: Request) -> Response:
-        metrics["requests"].labels("/metrics", "200").inc()
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    async def prometheus(self, request: Request) -> Any:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-    def route(request: Request) -> str:  # metrics label a route by its path; any other path is "other"
-        return request.url.path if request.url.path in known else "other"
+        self.metrics["requests"].labels("/metrics", "200").inc()
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
-    async def not_found(request: Request, exc: Exception) -> JSONResponse:
+    def route_of(self, request: Request) -> str:
+        """A request's route for the metrics: its path, or "other" for a path the server does not have."""
+        return request.url.path if request.url.path in self.routes else "other"
+
+    async def not_found(self, request: Request, exc: Exception) -> Any:
         where = request.url.path
-        return answer(route(request), 404, {"error": f"no route {where}: try /v1/predict, /v1/model, /health or /metrics"})
+        return self.answer(self.route_of(request), 404,
+                           {"error": f"no route {where}: try /v1/predict, /v1/model, /health or /metrics"})
 
-    async def wrong_method(request: Request, exc: Exception) -> JSONResponse:
-        return answer(route(request), 405, {"error": f"{request.method} is not allowed on {request.url.path}"})
+    async def wrong_method(self, request: Request, exc: Exception) -> Any:
+        return self.answer(self.route_of(request), 405, {"error": f"{request.method} is not allowed on {request.url.path}"})
 
-    async def failed(request: Request, exc: Exception) -> JSONResponse:
+    async def failed(self, request: Request, exc: Exception) -> Any:
         log.exception("unexpected error on %s", request.url.path)
-        return answer(route(request), 500, {"error": f"{type(exc).__name__}: {exc}"})
+        return self.answer(self.route_of(request), 500, {"error": f"{type(exc).__name__}: {exc}"})
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        task = asyncio.create_task(batcher.run())
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        task = asyncio.create_task(self.batcher.run())
         yield
         task.cancel()  # uvicorn has finished the requests in flight by now
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    routes = [Route("/v1/predict", predict, methods=["POST"]), Route("/v1/model", model_info, methods=["GET"]),
-              Route("/health", health, methods=["GET"]), Route("/metrics", prometheus, methods=["GET"])]
-    known = {r.path for r in routes}
-    handlers = {404: not_found, 405: wrong_method, 500: failed}
-    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)  # type: ignore[arg-type]
-    app.state.info = info
+
+def create_app(cfg: ServeSettings, pipeline: Pipeline | None = None) -> Any:
+    """Gives the ASGI app serving `cfg.model` (loaded now unless a pipeline is given)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    pipe = pipeline or Pipeline(cfg.model, device=cfg.device, precision=cfg.precision, batch_size=cfg.max_batch_size)
+    server = App(cfg, pipe)
+    routes = [Route(path, handler, methods=[method]) for path, (method, handler) in server.routes.items()]
+    handlers = {404: server.not_found, 405: server.wrong_method, 500: server.failed}
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=server.lifespan)  # type: ignore[arg-type]
+    app.state.info = server.info
     return app
 
 
@@ -336,6 +314,7 @@ async def _read_body(request: Any, limit: int) -> bytes:
 def serve(cfg: ServeSettings) -> None:
     """Serves until SIGTERM or Ctrl-C: loads the model, then listens on cfg.host:cfg.port."""
     try:
+        import starlette  # noqa: F401
         import uvicorn
     except ImportError:
         raise BertkitError("bertkit serve needs uvicorn, starlette and prometheus_client: pip install 'bertkit[serve]'") from None

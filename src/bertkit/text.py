@@ -20,12 +20,6 @@ CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES)  # the insi
 _CJK = re.compile(f"[{CJK_CLASS}]")
 
 
-def is_cjk(char: str) -> bool:
-    """Tells whether one character is a CJK ideograph."""
-    cp = ord(char)
-    return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
-
-
 def has_cjk(text: str | Iterable[str]) -> bool:
     """Tells whether a text (or any of several) holds a CJK ideograph."""
     texts = [text] if isinstance(text, str) else text

@@ -31,6 +31,7 @@ from . import distributed
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .errors import BertkitError
 from .runlog import MetricsLog
+from .settings import PRECISIONS, Settings, option
 
 log = logging.getLogger("bertkit")
 
@@ -59,10 +60,10 @@ class StepBatches(Protocol):
 
 
 @dataclass(frozen=True)
-class LoopConfig:
+class LoopConfig(Settings):
     steps: int
     max_grad_norm: float = 1.0
-    precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16: CUDA only, with loss scaling)
+    precision: str = option("fp32", check=PRECISIONS)  # fp16: CUDA only, with loss scaling
     log_every: int = 10
     eval_every: int = 0  # 0: only at the end
     checkpoint_every: int = 0  # 0: only at the end
@@ -125,63 +126,23 @@ def train(
     (and on resuming), ends the run early when it says so: early stopping, decided from the history alone
     so that a resumed run decides as the uninterrupted one did."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    ckpt_dir = run_dir / "checkpoints"
-    state = LoopState()
-    scaler = torch.amp.GradScaler(ctx.device.type, enabled=cfg.precision == "fp16")
-    if cfg.precision == "fp16" and ctx.device.type != "cuda":
-        raise BertkitError("precision fp16 needs a CUDA device; use bf16 on CPU")
-    if resume:
-        path = latest_checkpoint(ckpt_dir)
-        if path is None:
-            log.warning("%s: no checkpoint to resume from; starting at step 0", ckpt_dir)
-        else:
-            resumed = load_checkpoint(path, model, optimizer, scheduler, scaler, ctx)
-            state.step, state.history = resumed.step, resumed.history
-            if clock is not None:
-                clock.elapsed = resumed.elapsed
-            log.warning("resumed from %s at step %d", path, state.step)
-            if stop_when is not None and stop_when(state.history):
-                log.warning("the run had stopped early at step %d", state.step)
-                return state
-    metrics_log = MetricsLog(run_dir, enabled=ctx.is_main, truncate_after=state.step)
-
-    wrapped: nn.Module = model
-    if ctx.world_size > 1:
-        wrapped = DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+    loop = _Loop(model, objective, optimizer, scheduler, cfg, run_dir / "checkpoints", ctx, clock)
+    if resume and loop.resume() and stop_when is not None and stop_when(loop.state.history):
+        log.warning("the run had stopped early at step %d", loop.state.step)
+        return loop.state
+    metrics_log = MetricsLog(run_dir, enabled=ctx.is_main, truncate_after=loop.state.step)
+    loop.wrap()
     stopper = _Stopper()
-    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
-    if cfg.precision not in ("fp32", "bf16", "fp16"):
-        raise BertkitError(f"precision must be fp32, bf16 or fp16, got {cfg.precision!r}")
-
-    bar = tqdm(total=cfg.steps, initial=state.step, disable=not (cfg.progress and ctx.is_main), unit="step",
+    bar = tqdm(total=cfg.steps, initial=loop.state.step, disable=not (cfg.progress and ctx.is_main), unit="step",
                dynamic_ncols=True)
     interval = _Interval()
     started = time.perf_counter() - (clock.elapsed if clock else 0.0)
+    state = loop.state
     model.train()
     try:
         for step, micro_batches, tokens in _prefetch(batches, state.step, cfg.steps, cfg.num_workers, ctx.device):
             interval.tokens += tokens
-            counts = _global_counts(objective, micro_batches)
-            for i, batch in enumerate(micro_batches):
-                last = i == len(micro_batches) - 1
-                sync = contextlib.nullcontext() if last or ctx.world_size == 1 else wrapped.no_sync()  # type: ignore[operator]
-                with sync, torch.autocast(ctx.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-                    sums = objective(wrapped, batch)
-                    # DDP averages gradients over processes: multiply back so the result is the global mean.
-                    loss = sum(sums[t] / counts[objective.per[t]] for t in objective.loss_terms) * ctx.world_size
-                scaler.scale(loss).backward()
-                interval.add(sums, objective.counts(batch))
-            scaler.unscale_(optimizer)
-            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
-            scaler.step(optimizer)
-            scaler.update()
-            lr = scheduler.get_last_lr()[0]
-            if clock is not None and (ctx.world_size == 1 or (step + 1) % cfg.log_every == 0):
-                # before the schedule's step, which may read the budget's fraction; under torchrun every process
-                # takes rank 0's clock, at log steps only, so that all agree on the rate and on when to stop
-                clock.elapsed = _rank0_value(time.perf_counter() - started, ctx)
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            lr, grad_norm = loop.step(micro_batches, interval, started, log_step=(step + 1) % cfg.log_every == 0)
             state.step = step + 1
             bar.update(1)
 
@@ -190,30 +151,15 @@ def train(
                 row = {"step": state.step, "lr": lr, "grad_norm": float(grad_norm), **interval.flush(objective, ctx)}
                 metrics_log.write(row)
                 state.history.append(row)
-                bar.set_postfix({k: _short(v) for k, v in row.items() if k in ("loss", "mlm_acc", "accuracy", "tokens_per_s")})
-                if clock is not None and clock.fraction > 0:  # the steps the budget will allow at this pace
-                    bar.total = min(cfg.steps, max(state.step, round(state.step / clock.fraction)))
-                    bar.refresh()
-            if evaluate is not None and ((cfg.eval_every and state.step % cfg.eval_every == 0) or done):
-                stop_early = False
-                if ctx.is_main:
-                    model.eval()
-                    with torch.inference_mode(), torch.autocast(ctx.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-                        result = evaluate(model, state.step)
-                    model.train()
-                    row = {"step": state.step, **{f"eval_{k}": v for k, v in result.items()}}
-                    metrics_log.write(row)
-                    state.history.append(row)
-                    stop_early = stop_when is not None and stop_when(state.history)
-                if stop_when is not None and ctx.world_size > 1:  # the main process decided; all stop together
-                    stop_early = bool(distributed.all_reduce_sum(torch.tensor([float(stop_early)], device=ctx.device)).item() > 0)
-                if stop_early and not done:
-                    log.warning("early stopping at step %d", state.step)
-                    done = True
+                _show(bar, row, cfg.steps, state.step, clock)
+            evaluating = evaluate is not None and ((cfg.eval_every and state.step % cfg.eval_every == 0) or done)
+            if evaluating and loop.evaluate(evaluate, metrics_log, stop_when) and not done:  # type: ignore[arg-type]
+                log.warning("early stopping at step %d", state.step)
+                done = True
             # Under torchrun the processes agree to stop through a collective: only at log steps.
             stop = stopper.requested(ctx) if ctx.world_size == 1 or state.step % cfg.log_every == 0 or done else False
             if done or stop or (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0):
-                save_checkpoint(ckpt_dir, state.step, state.history, model, optimizer, scheduler, scaler, ctx,
+                save_checkpoint(loop.ckpt_dir, state.step, state.history, model, optimizer, scheduler, loop.scaler, ctx,
                                 cfg.keep_checkpoints, run_config, clock.elapsed if clock else 0.0)
             if stop:
                 bar.close()
@@ -225,6 +171,99 @@ def train(
         stopper.restore()
         metrics_log.close()
     return state
+
+
+class _Loop:
+    """What one run's steps share: the model (wrapped by DDP under torchrun), the objective, optimizer, schedule,
+    precision and its loss scaler, the clock; and the state they advance."""
+
+    def __init__(self, model: nn.Module, objective: Objective, optimizer: torch.optim.Optimizer,
+                 scheduler: torch.optim.lr_scheduler.LRScheduler, cfg: LoopConfig, ckpt_dir: Path,
+                 ctx: distributed.Context, clock: Clock | None):
+        self.model, self.objective, self.optimizer, self.scheduler = model, objective, optimizer, scheduler
+        self.cfg, self.ckpt_dir, self.ctx, self.clock = cfg, ckpt_dir, ctx, clock
+        self.state = LoopState()
+        self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=cfg.precision == "fp16")
+        if cfg.precision == "fp16" and ctx.device.type != "cuda":
+            raise BertkitError("precision fp16 needs a CUDA device; use bf16 on CPU")
+        self.wrapped: nn.Module = model
+        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
+
+    def wrap(self) -> None:
+        """Under torchrun, wraps the model in DistributedDataParallel (after resuming: it starts from rank 0's weights)."""
+        if self.ctx.world_size > 1:
+            device_ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
+            self.wrapped = DistributedDataParallel(self.model, device_ids=device_ids)
+
+    def autocast(self) -> Any:
+        return torch.autocast(self.ctx.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None)
+
+    def resume(self) -> bool:
+        """Loads the latest checkpoint into the model, optimizer, schedule, scaler and clock; tells whether there was one."""
+        path = latest_checkpoint(self.ckpt_dir)
+        if path is None:
+            log.warning("%s: no checkpoint to resume from; starting at step 0", self.ckpt_dir)
+            return False
+        resumed = load_checkpoint(path, self.model, self.optimizer, self.scheduler, self.scaler, self.ctx)
+        self.state.step, self.state.history = resumed.step, resumed.history
+        if self.clock is not None:
+            self.clock.elapsed = resumed.elapsed
+        log.warning("resumed from %s at step %d", path, self.state.step)
+        return True
+
+    def step(self, micro_batches: list[Batch], interval: _Interval, started: float, log_step: bool) -> tuple[float, Any]:
+        """One optimizer step over this process's micro-batches; gives the learning rate it used and the gradient norm."""
+        ctx, objective, optimizer = self.ctx, self.objective, self.optimizer
+        counts = _global_counts(objective, micro_batches)
+        for i, batch in enumerate(micro_batches):
+            last = i == len(micro_batches) - 1
+            sync = contextlib.nullcontext() if last or ctx.world_size == 1 else self.wrapped.no_sync()  # type: ignore[operator]
+            with sync, self.autocast():
+                sums = objective(self.wrapped, batch)
+                # DDP averages gradients over processes: multiply back so the result is the global mean.
+                loss = sum(sums[t] / counts[objective.per[t]] for t in objective.loss_terms) * ctx.world_size
+            self.scaler.scale(loss).backward()
+            interval.add(sums, objective.counts(batch))
+        self.scaler.unscale_(optimizer)
+        max_norm = self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else float("inf")
+        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        lr = self.scheduler.get_last_lr()[0]
+        if self.clock is not None and (ctx.world_size == 1 or log_step):
+            # before the schedule's step, which may read the budget's fraction; under torchrun every process
+            # takes rank 0's clock, at log steps only, so that all agree on the rate and on when to stop
+            self.clock.elapsed = _rank0_value(time.perf_counter() - started, ctx)
+        self.scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return lr, grad_norm
+
+    def evaluate(self, evaluate: Callable[[nn.Module, int], dict[str, float]], metrics_log: MetricsLog,
+                 stop_when: Callable[[list[dict[str, Any]]], bool] | None) -> bool:
+        """Evaluates on the main process and logs the scores; tells whether `stop_when` ends the run (all processes
+        agree)."""
+        stop_early = False
+        if self.ctx.is_main:
+            self.model.eval()
+            with torch.inference_mode(), self.autocast():
+                result = evaluate(self.model, self.state.step)
+            self.model.train()
+            row = {"step": self.state.step, **{f"eval_{k}": v for k, v in result.items()}}
+            metrics_log.write(row)
+            self.state.history.append(row)
+            stop_early = stop_when is not None and stop_when(self.state.history)
+        if stop_when is not None and self.ctx.world_size > 1:  # the main process decided; all stop together
+            flag = torch.tensor([float(stop_early)], device=self.ctx.device)
+            stop_early = bool(distributed.all_reduce_sum(flag).item() > 0)
+        return stop_early
+
+
+def _show(bar: Any, row: dict[str, Any], steps: int, step: int, clock: Clock | None) -> None:
+    """A log row on the progress bar; with a time budget, the steps it will allow at this pace as the bar's total."""
+    bar.set_postfix({k: _short(v) for k, v in row.items() if k in ("loss", "mlm_acc", "accuracy", "tokens_per_s")})
+    if clock is not None and clock.fraction > 0:
+        bar.total = min(steps, max(step, round(step / clock.fraction)))
+        bar.refresh()
 
 
 def _rank0_value(x: float, ctx: distributed.Context) -> float:

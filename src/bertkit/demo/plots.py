@@ -37,7 +37,8 @@ def plot_run(run_dir: Path, out: Path | None = None, title: str | None = None) -
     for ax, (name, series) in zip(axes.flat, panels, strict=False):
         for key, label in series:
             pts = [(r["step"], r[key]) for r in rows if key in r]
-            style = "--" if "baseline" in key else ("o-" if key.startswith("eval_") else "-")
+            # a series of one point (a short run logs once) is drawn as a marker, or it would not show
+            style = "--" if "baseline" in key else ("o-" if key.startswith("eval_") or len(pts) == 1 else "-")
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label, markersize=3)
         ax.set_title(name)
         ax.set_xlabel("step")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import atomic_write_text
+from ..tasks import get_task
 from .plots import plot_finetuning
 
 TASK_NAMES = {"classify": "single-sentence classification", "pair": "sentence-pair classification",
@@ -91,8 +92,9 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
     ]
     for task, shown in predictions.items():
         lines += [f"**{TASK_NAMES[task]}**", "", "| input | expected | pre-trained | from scratch |", "|---|---|---|---|"]
-        lines += [f"| {_cell(_input(task, e))} | {_cell(e['expected'])} | {_cell(_brief(task, e['pretrained']))} | "
-                  f"{_cell(_brief(task, e['scratch']))} |" for e in shown]
+        t = get_task(task)
+        lines += [f"| {_cell(t.show_input(e['input'], e['pair']))} | {_cell(e['expected'])} | "
+                  f"{_cell(t.show_prediction(e['pretrained']))} | {_cell(t.show_prediction(e['scratch']))} |" for e in shown]
         lines.append("")
     lines += ["## Timings", "", "| stage | seconds |", "|---|---:|",
               *[f"| {name} | {v['seconds']:.0f} |" for name, v in stages.items()],
@@ -134,14 +136,6 @@ def _baseline(entry: dict[str, Any] | None) -> str:
     return "?" if not entry else f"{entry['score']:.1f} ({entry['baseline']})"
 
 
-def _input(task: str, example: dict[str, Any]) -> str:
-    if task == "pair":
-        return f"{example['input']} / {example['pair']}"
-    if task == "qa":
-        return f"Q: {example['input']} C: {example['pair']}"
-    return example["input"]
-
-
 def _cell(text: str) -> str:
     return str(text).replace("|", "/").replace("\n", " ")
 
@@ -152,19 +146,6 @@ def _interval(row: dict[str, Any]) -> str:
 
 def _pct(x: float | None) -> str:
     return "?" if x is None else f"{100 * x:.1f}%"
-
-
-def _brief(task: str, p: dict[str, Any]) -> str:
-    """A one-line summary of a prediction: label and confidence, answer span, or entities."""
-    if task in ("classify", "pair"):
-        probs = p.get("probabilities", {})
-        return f"{p.get('label')} ({max(probs.values(), default=0):.2f})"
-    if task == "qa":
-        return f"{p.get('answer')!r} [{p.get('start')}:{p.get('end')}]"
-    found: dict[str, list[str]] = {}
-    for e in p.get("entities", []):
-        found.setdefault(e["type"], []).append(e["text"])
-    return "; ".join(f"{kind}: {', '.join(texts)}" for kind, texts in found.items()) or "(no entities)"
 
 
 def _html(md: str, lang: str) -> str:

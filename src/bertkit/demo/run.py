@@ -32,6 +32,8 @@ from ..predict import evaluate_task, pipeline
 from ..pretrain import PretrainSettings, pretrain
 from ..pretraining import prepare
 from ..runlog import read_log
+from ..settings import one_of, option, positive
+from ..tasks import TASKS, get_task
 from ..tokenizer import Tokenizer
 from .plots import plot_run
 from .report import write_report
@@ -39,7 +41,6 @@ from .stats import paired_bootstrap
 
 log = logging.getLogger("bertkit")
 
-TASKS = ("classify", "pair", "qa", "ner")
 # Inputs shown through `predict` at the end, with the answer a reader expects: the paper's examples where the built-in
 # tasks allow them. (text, pair or question's context, expected)
 EXAMPLES: dict[str, dict[str, list[tuple[str, str | None, str]]]] = {
@@ -64,19 +65,16 @@ FILL_MASK_SENTENCES = 4  # held-out sentences (the classification dev file: none
 
 
 @dataclass(frozen=True)
-class DemoSettings:
-    lang: str = "en"
-    minutes: float = 10.0
-    out: Path = Path("demo")
-    seed: int = 0
+class DemoSettings(settings.Settings):
+    lang: str = option("en", "the language of the built-in data", check=one_of(*EXAMPLES))
+    minutes: float = option(10.0, "time budget", check=positive)
+    out: Path = option(Path("demo"), "output folder", shows="runs/demo-LANG")
+    seed: int = option(0, "every random choice of the demo follows it")
     preset: str = "tiny"
     vocab_size: int = 8000
     progress: bool = True
-    smoke: bool = False  # a check that everything runs: a few steps and a sample of each task, in about a minute
-
-    def __post_init__(self) -> None:
-        settings.check(self.lang in EXAMPLES, f"--lang must be one of {', '.join(EXAMPLES)}, got {self.lang!r}")
-        settings.check(self.minutes > 0, f"--minutes must be positive, got {self.minutes}")
+    # a check that everything runs: a few steps and a sample of each task, in about a minute
+    smoke: bool = option(False, "a quick check that everything runs (few steps, small samples)")
 
 
 def data_dir(lang: str) -> Path:
@@ -176,10 +174,10 @@ def _pretrain_settings(out: Path, cfg: DemoSettings, seconds: float) -> Pretrain
 
 def _pretrain(out: Path, cfg: DemoSettings, seconds: float) -> dict[str, Any]:
     run = out / "pretrain"
-    saved = run / "config.json"
+    saved = settings.saved(run)
     # an interrupted pre-training continues from its checkpoint with its settings, in the time it had left
-    pcfg = settings.load(PretrainSettings, saved) if saved.is_file() else _pretrain_settings(out, cfg, seconds)
-    pretrain(pcfg, run, resume=saved.is_file())
+    pcfg = settings.load(PretrainSettings, saved) if saved is not None else _pretrain_settings(out, cfg, seconds)
+    pretrain(pcfg, run, resume=saved is not None)
     plot_run(run, out / "pretrain.png", title="pre-training")
     rows = read_log(run / "log.jsonl")
     evals = [r for r in rows if "eval_mlm_acc" in r]
@@ -290,7 +288,7 @@ def _predict(out: Path, cfg: DemoSettings) -> dict[str, Any]:
     for task in TASKS:
         examples = EXAMPLES[cfg.lang][task]
         texts = [e[0] for e in examples]
-        pairs = [e[1] for e in examples] if task in ("pair", "qa") else None
+        pairs = [e[1] for e in examples] if get_task(task).second is not None else None
         answers = {init: pipeline(out / "finetune" / f"{task}-{init}" / "model")(texts, pairs)  # type: ignore[arg-type]
                    for init in ("pretrained", "scratch")}
         shown[task] = [{"input": text, "pair": pair, "expected": expected,

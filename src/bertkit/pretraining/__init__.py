@@ -32,12 +32,13 @@ from .instances import (
     default_max_predictions,
     vocab_sha256,
 )
-from .pipeline import prepare
+from .pipeline import PrepareSettings, prepare
 from .shards import FORMAT_VERSION, read_meta
 
 __all__ = [
     "FORMAT_VERSION",
     "InstanceSettings",
+    "PrepareSettings",
     "PretrainingData",
     "SplitArrays",
     "TokenizedDocuments",

@@ -33,6 +33,7 @@ import numpy as np
 from ..corpus import iter_documents
 from ..errors import BertkitError
 from ..fileio import ReadReport, atomic_write_text, list_files
+from ..settings import Check, Settings, one_of, option, positive
 from ..tokenizer import Tokenizer
 from .documents import buffers, jieba_module, resolve_lang, tokenize_documents
 from .instances import (
@@ -227,6 +228,43 @@ class _Run:
     counts: Counter[str] = field(default_factory=Counter)
     jobs: deque[_BufferJob] = field(default_factory=deque)
 
+    @classmethod
+    def start(cls, out_dir: Path, dtype: np.dtype, n_workers: int, total: int | None, cfg: PrepareSettings) -> _Run:
+        from tqdm import tqdm
+
+        return cls(
+            config=None, pool=_pool(n_workers),
+            writers={split: ShardWriter(out_dir, split, cfg.shard_instances, dtype) for split in ("train", "eval")},
+            bar=tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1000, desc="prepare", disable=not cfg.progress),
+            max_in_flight=1, chunk_bytes=max(2**16, int(cfg.buffer_mb * 1e6 / max(4 * n_workers, 1))),
+        )  # fmt: skip
+
+    def make(self, docs: Iterator[Document], report: ReadReport, config: JobConfig, cfg: PrepareSettings) -> str:
+        """Runs every buffer of `docs` through the pool into the shards, in order; gives the language found. The
+        job's config is fixed at the first buffer, whose text decides the language (and so jieba words)."""
+        lang = cfg.lang
+        try:
+            for k, (buffer, nbytes) in enumerate(buffers(docs, cfg.buffer_mb * 1e6, cfg.buffer_documents)):
+                if self.config is None:
+                    lang = resolve_lang(cfg.lang, buffer)
+                    jieba = cfg.whole_word_masking and lang == "zh"
+                    if jieba:
+                        jieba_module()
+                    self.config = dataclasses.replace(config, jieba=jieba)
+                self.submit(k, buffer, nbytes)
+            if self.config is not None:
+                self.advance(0)
+            self.bar.update(max(0, report.bytes - self.bar.n))  # buffers count text; the bar ends at the bytes read
+        except BaseException:
+            for writer in self.writers.values():  # no half-written shard: remove the temporary files
+                writer.discard()
+            raise
+        finally:
+            self.pool.terminate()
+            self.pool.join()
+            self.bar.close()
+        return lang
+
     def submit(self, index: int, docs: list[Document], nbytes: int) -> None:
         assert self.config is not None
         chunks = [self.pool.apply_async(_tokenize_task, (self.config, c)) for c in _chunks(docs, self.chunk_bytes)]
@@ -254,30 +292,47 @@ class _Run:
             self.bar.set_postfix(instances=self.writers["train"].instances + self.writers["eval"].instances)
 
 
-def prepare(
-    inputs: Sequence[str | Path],
-    vocab_dir: str | Path,
-    out_dir: str | Path,
-    *,
-    max_seq_length: int = 128,
-    short_seq_prob: float = 0.1,
-    masked_lm_prob: float = 0.15,
-    max_predictions_per_seq: int | None = None,
-    whole_word_masking: bool = False,
-    static_masking: bool = False,
-    dupe_factor: int | None = None,
-    eval_fraction: float = 0.01,
-    seed: int = 12345,
-    input_format: str = "auto",
-    text_field: str = "text",
-    lang: str = "auto",
-    on_error: str = "skip",
-    workers: int | None = None,
-    shard_instances: int = SHARD_INSTANCES,
-    buffer_mb: float = BUFFER_MB,
-    buffer_documents: int = BUFFER_DOCUMENTS,
-    progress: bool = True,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PrepareSettings(Settings):
+    """How `prepare` reads a corpus and makes its instances; each field with help is a flag of `bertkit prepare`."""
+
+    max_seq_length: int = option(128, "tokens an instance, specials included")
+    short_seq_prob: float = option(0.1, "share of instances given a shorter random length (Google's)")
+    masked_lm_prob: float = option(0.15, "share of tokens masked")
+    max_predictions_per_seq: int | None = option(None, "masked tokens an instance, at most",
+                                                 shows="ceil(max_seq_length x masked_lm_prob), Google's 20 for 128")
+    whole_word_masking: bool = option(False, "mask whole words: '##' pieces with their word (Chinese: jieba words)")
+    static_masking: bool = option(False, "draw the masks once here (default: anew every epoch, as training reads them)")
+    dupe_factor: int | None = option(None, "passes over the data, each with its own masks",
+                                     shows="10 with --static-masking, else 1")
+    eval_fraction: float = option(0.01, "share of documents held out for evaluation (0: none)",
+                                  check=Check(lambda v: 0 <= v < 1, "must be in [0, 1)"))
+    seed: int = option(12345, "seeds every random choice; the output does not depend on --workers")
+    input_format: str = option("auto", "how files hold documents (auto: by each file; see bertkit.corpus)",
+                               flag="--format", check=one_of("auto", "google", "lines", "paragraphs", "jsonl"))
+    text_field: str = option("text", "JSON lines: the field holding the text")
+    lang: str = option("auto", "sentence splitting rules; zh with --whole-word-masking uses jieba", check=one_of(*LANGS))
+    on_error: str = option("skip", "bad files and lines: skip and count them, or stop", check=one_of("skip", "stop"))
+    workers: int | None = option(None, "processes that tokenize and make instances (<= 1: in this one)",
+                                 shows="all cores")
+    shard_instances: int = option(SHARD_INSTANCES, check=positive)  # instances a shard file
+    buffer_mb: float = option(BUFFER_MB, check=positive)  # the text a random next document is drawn from ...
+    buffer_documents: int = option(BUFFER_DOCUMENTS, check=Check(lambda v: v >= 2, "must be at least 2"))  # ... at most
+    progress: bool = True  # a progress bar (MB/s), and a summary on stderr
+
+    def instances(self) -> InstanceSettings:
+        """How sentence pairs and masks are made, the defaults resolved."""
+        return InstanceSettings(
+            max_seq_length=self.max_seq_length, short_seq_prob=self.short_seq_prob, masked_lm_prob=self.masked_lm_prob,
+            max_predictions_per_seq=self.max_predictions_per_seq or default_max_predictions(self.max_seq_length,
+                                                                                            self.masked_lm_prob),
+            whole_word_masking=self.whole_word_masking, static_masking=self.static_masking,
+            dupe_factor=self.dupe_factor if self.dupe_factor is not None else (10 if self.static_masking else 1),
+        )  # fmt: skip
+
+
+def prepare(inputs: Sequence[str | Path], vocab_dir: str | Path, out_dir: str | Path,
+            settings: PrepareSettings | None = None, **options: Any) -> dict[str, Any]:
     """Gives the meta of the pre-training data it writes to `out_dir`: instances made from raw text.
 
     Args:
@@ -285,79 +340,28 @@ def prepare(
         vocab_dir: a folder with vocab.txt (and tokenizer_config.json): the tokenizer.
         out_dir: where the shards, meta.json and the vocabulary (vocab.txt, tokenizer_config.json) go; an
             earlier prepare's files there are replaced.
-        max_seq_length, short_seq_prob, masked_lm_prob: Google's flags, same defaults.
-        max_predictions_per_seq: default ceil(max_seq_length * masked_lm_prob), Google's 20 for 128.
-        whole_word_masking: mask whole words: "##" pieces with their word; for Chinese, jieba words.
-        static_masking: draw the masks now, `dupe_factor` times (default 10, as Google);
-            otherwise (default) `PretrainingData.example` draws them anew each epoch.
-        dupe_factor: passes over the data (default 10 static, 1 dynamic).
-        eval_fraction: share of documents held out as the "eval" split (0 for none).
-        seed: seeds everything; the output does not depend on `workers`.
-        input_format: "auto" (per file), "google", "paragraphs", "lines" or "jsonl" (see corpus.py).
-        text_field: the text's field in JSON lines records.
-        lang: "en", "zh" or "auto" (from the text); "zh" with whole-word masking uses jieba.
-        on_error: "skip" (count and report) or "stop" (BertkitError) at bad files and lines.
-        workers: processes that tokenize and make instances (default: the CPU count); <= 1: in-process.
-        shard_instances: instances per shard file.
-        buffer_mb, buffer_documents: the buffer a random-next document is drawn from.
-        progress: show a progress bar (MB/s) and print a summary on stderr.
+        settings: how (`PrepareSettings`; its defaults are Google's flags'); `options` change its fields, e.g.
+            prepare(files, "vocab", "data", max_seq_length=512, whole_word_masking=True).
     """
     t_start = time.perf_counter()
-    inputs = [Path(p) for p in inputs]
-    out_dir = Path(out_dir)
-    if lang not in LANGS:
-        raise BertkitError(f"lang {lang!r} is not one of {', '.join(LANGS)}")
-    if not 0.0 <= eval_fraction < 1.0:
-        raise BertkitError(f"eval_fraction must be in [0, 1), got {eval_fraction}")
-    if shard_instances < 1 or buffer_mb <= 0 or buffer_documents < 2:
-        raise BertkitError("shard_instances and buffer_mb must be positive, buffer_documents at least 2")
-    settings = InstanceSettings(
-        max_seq_length=max_seq_length, short_seq_prob=short_seq_prob, masked_lm_prob=masked_lm_prob,
-        max_predictions_per_seq=max_predictions_per_seq or default_max_predictions(max_seq_length, masked_lm_prob),
-        whole_word_masking=whole_word_masking, static_masking=static_masking,
-        dupe_factor=dupe_factor if dupe_factor is not None else (10 if static_masking else 1),
-    )  # fmt: skip
+    cfg = dataclasses.replace(settings or PrepareSettings(), **options)
+    inputs, out_dir = [Path(p) for p in inputs], Path(out_dir)
+    instance_settings = cfg.instances()
     tok, vocab = _tokenizer(str(Path(vocab_dir)))
-    if static_masking and 0 not in tok.all_special_ids:
+    if cfg.static_masking and 0 not in tok.all_special_ids:
         raise BertkitError(f"{vocab_dir}: static masking stores label 0 for 'no prediction', but id 0 is not a special token")
     files = list_files(inputs)  # a missing input fails here, before anything is removed
     out_dir.mkdir(parents=True, exist_ok=True)
     clear(out_dir)
 
-    from tqdm import tqdm
-
     report = ReadReport(unit="document(s)")
-    docs = iter_documents(files, input_format=input_format, text_field=text_field, on_error=on_error, report=report)
-    n_workers = (os.cpu_count() or 1) if workers is None else workers
+    docs = iter_documents(files, input_format=cfg.input_format, text_field=cfg.text_field, on_error=cfg.on_error,
+                          report=report)
+    n_workers = (os.cpu_count() or 1) if cfg.workers is None else cfg.workers
     total = None if any(f.suffix == ".gz" for f in files) else sum(f.stat().st_size for f in files)
-    run = _Run(
-        config=None, pool=_pool(n_workers),
-        writers={split: ShardWriter(out_dir, split, shard_instances, np.dtype(vocab.dtype)) for split in ("train", "eval")},
-        bar=tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1000, desc="prepare", disable=not progress),
-        max_in_flight=1, chunk_bytes=max(2**16, int(buffer_mb * 1e6 / max(4 * n_workers, 1))),
-    )  # fmt: skip
-    resolved_lang = lang
-    try:
-        for k, (buffer, nbytes) in enumerate(buffers(docs, buffer_mb * 1e6, buffer_documents)):
-            if run.config is None:
-                resolved_lang = resolve_lang(lang, buffer)
-                use_jieba = whole_word_masking and resolved_lang == "zh"
-                if use_jieba:
-                    jieba_module()
-                run.config = JobConfig(str(Path(vocab_dir)), settings, seed, eval_fraction, use_jieba)
-            run.submit(k, buffer, nbytes)
-        if run.config is not None:
-            run.advance(0)
-        run.bar.update(max(0, report.bytes - run.bar.n))  # buffers count text; the bar ends at the bytes read
-    except BaseException:
-        for writer in run.writers.values():  # no half-written shard: remove the temporary files
-            writer.discard()
-        raise
-    finally:
-        run.pool.terminate()
-        run.pool.join()
-        run.bar.close()
-
+    run = _Run.start(out_dir, np.dtype(vocab.dtype), n_workers, total, cfg)
+    lang = run.make(docs, report, JobConfig(str(Path(vocab_dir)), instance_settings, cfg.seed, cfg.eval_fraction,
+                                            jieba=False), cfg)
     shards = run.writers["train"].close() + run.writers["eval"].close()
     if not any(s["split"] == "train" for s in shards):
         clear(out_dir)
@@ -368,7 +372,7 @@ def prepare(
             f"of one sentence); {report.summary()}{first}"
         )
     jieba = run.config is not None and run.config.jieba
-    if whole_word_masking and not static_masking and not jieba:
+    if cfg.whole_word_masking and not cfg.static_masking and not jieba:
         save_array(out_dir / "continuation.npy", vocab.continuation)  # the "##" pieces: dynamic masking's words
     tok.save_pretrained(out_dir)  # the folder carries its vocabulary: pre-training and its model read it there
     elapsed = time.perf_counter() - t_start
@@ -379,14 +383,14 @@ def prepare(
         "do_lower_case": tok.do_lower_case,
         "special_ids": {"pad": vocab.pad_id, "cls": vocab.cls_id, "sep": vocab.sep_id, "mask": vocab.mask_id},
         "dtype": np.dtype(vocab.dtype).name,
-        "max_seq_length": settings.max_seq_length,
-        "short_seq_prob": settings.short_seq_prob,
-        "masking": _masking_meta(settings, jieba),
-        "lang": resolved_lang,
-        "seed": seed,
-        "eval_fraction": eval_fraction,
-        "input_format": input_format,
-        "buffer": {"mb": buffer_mb, "documents": buffer_documents},
+        "max_seq_length": instance_settings.max_seq_length,
+        "short_seq_prob": instance_settings.short_seq_prob,
+        "masking": _masking_meta(instance_settings, jieba),
+        "lang": lang,
+        "seed": cfg.seed,
+        "eval_fraction": cfg.eval_fraction,
+        "input_format": cfg.input_format,
+        "buffer": {"mb": cfg.buffer_mb, "documents": cfg.buffer_documents},
         "inputs": [str(p) for p in inputs],
         "files": len(files),
         "counts": _counts_meta(run.counts, shards),
@@ -396,14 +400,18 @@ def prepare(
                     "workers": n_workers, "peak_rss_mb": _peak_rss_mb()},
     }
     atomic_write_text(out_dir / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
-    if progress:
-        n = meta["counts"]["instances"]
-        dropped = ", ".join(f"{v} {k.removeprefix('skipped_').replace('_', ' ')}" for k, v in sorted(run.counts.items())
-                            if k.startswith("skipped_") and v)  # fmt: skip
-        print(f"bertkit prepare: {report.summary()}{f'; skipped {dropped}' if dropped else ''}; {n['train']} train + "
-              f"{n['eval']} eval instances in {elapsed:.1f}s ({meta['timings']['mb_per_s']:.2f} MB/s) -> {out_dir}",
-              file=sys.stderr)  # fmt: skip
+    if cfg.progress:
+        _print_summary(meta, report, run.counts, out_dir, elapsed)
     return meta
+
+
+def _print_summary(meta: dict[str, Any], report: ReadReport, counts: Counter[str], out_dir: Path, elapsed: float) -> None:
+    n = meta["counts"]["instances"]
+    dropped = ", ".join(f"{v} {k.removeprefix('skipped_').replace('_', ' ')}" for k, v in sorted(counts.items())
+                        if k.startswith("skipped_") and v)  # fmt: skip
+    print(f"bertkit prepare: {report.summary()}{f'; skipped {dropped}' if dropped else ''}; {n['train']} train + "
+          f"{n['eval']} eval instances in {elapsed:.1f}s ({meta['timings']['mb_per_s']:.2f} MB/s) -> {out_dir}",
+          file=sys.stderr)  # fmt: skip
 
 
 def _masking_meta(settings: InstanceSettings, jieba: bool) -> dict[str, Any]:

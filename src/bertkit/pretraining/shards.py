@@ -14,7 +14,6 @@ name and renamed when complete.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import struct
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BertkitError
-from ..fileio import atomic_path
+from ..fileio import atomic_path, read_json
 from .instances import SplitArrays
 
 FORMAT_VERSION = 1
@@ -148,12 +147,9 @@ def read_meta(data_dir: Path) -> dict[str, Any]:
         raise BertkitError(f"{data_dir}: no such folder (make one with `bertkit prepare`)")
     if not path.is_file():
         raise BertkitError(f"{data_dir}: no meta.json: not a prepared data folder, or its prepare did not finish")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BertkitError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
-        version = meta.get("format_version") if isinstance(meta, dict) else None
+    meta = read_json(path)
+    if meta.get("format_version") != FORMAT_VERSION:
+        version = meta.get("format_version")
         raise BertkitError(f"{path}: format_version {version!r}, expected {FORMAT_VERSION} (prepare the data again)")
     for key in ("vocab_sha256", "vocab_size", "max_seq_length", "masking", "shards", "special_ids"):
         if key not in meta:

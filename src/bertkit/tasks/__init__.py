@@ -18,40 +18,54 @@ exported here); read reports (`dataset.report.summary()`) say what each skipped 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import BertkitError
-from .base import Dataset, Features, ReadReport, Task, pad_rows
+from .base import Dataset, Family, Features, InputError, ReadReport, Task, pad_rows
 from .classify import ClassifyTask, ClassPrediction, TextExample, read_jsonl, read_table, read_texts
-from .multilabel import LabelSetPrediction, MultiLabelTask, tune_thresholds
-from .ner import NERTask, TagExample, TagPrediction, read_conll, with_scheme, words_of
-from .qa import Answer, QAExample, QAPrediction, QATask, read_squad
+from .multilabel import CLASSIFY, PAIR, LabelSetPrediction, MultiLabelTask, tune_thresholds
+from .ner import NER, NERTask, TagExample, TagPrediction, read_conll, with_scheme, words_of
+from .qa import QA, Answer, QAExample, QAPrediction, QATask, read_squad
 from .readers import split
 
-TASKS = ("classify", "pair", "qa", "ner")
+# The task families, by name: a new family is a module here and one entry in this line.
+FAMILIES: dict[str, Family] = {family.name: family for family in (CLASSIFY, PAIR, QA, NER)}
+TASKS = tuple(FAMILIES)
+
+
+def family(name: str) -> Family:
+    """Gives the family named `name`, or a BertkitError listing the known ones."""
+    if name not in FAMILIES:
+        raise BertkitError(f"unknown task {name!r}; choose one of {', '.join(FAMILIES)}")
+    return FAMILIES[name]
 
 
 def get_task(name: str, **options: Any) -> Task:
     """Gives the task named "classify", "pair", "qa" or "ner", built with `options` (e.g. regression=True;
     multi_label=True gives the multi-label task of classify or pair)."""
-    if name in ("classify", "pair"):
-        if options.pop("multi_label", False):
-            return MultiLabelTask(name=name, **options)
-        return ClassifyTask(name=name, **options)
-    if name == "qa":
-        return QATask(**options)
-    if name == "ner":
-        return NERTask(**options)
-    raise BertkitError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+    return family(name).build(**options)
+
+
+def check_options(name: str, given: Iterable[str]) -> None:
+    """BertkitError unless every option `given` (by setting name, each a fine-tuning flag) applies to the task
+    family `name`."""
+    for option in given:
+        if option not in family(name).options:
+            takers = [f.name for f in FAMILIES.values() if option in f.options]
+            raise BertkitError(f"--{option.replace('_', '-')} is for {' and '.join(takers)}, not {name}")
 
 
 __all__ = [
+    "FAMILIES",
     "TASKS",
     "Answer",
     "ClassPrediction",
     "ClassifyTask",
     "Dataset",
+    "Family",
     "Features",
+    "InputError",
     "LabelSetPrediction",
     "MultiLabelTask",
     "NERTask",
@@ -63,6 +77,8 @@ __all__ = [
     "TagPrediction",
     "Task",
     "TextExample",
+    "check_options",
+    "family",
     "get_task",
     "pad_rows",
     "read_conll",

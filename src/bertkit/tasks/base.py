@@ -1,8 +1,9 @@
-"""What every task family shares: the Task interface, datasets with a read report, features, padding,
-and turning model outputs into per-row numpy arrays.
+"""What every task family shares: the Task interface, the Family that builds it, datasets with a read
+report, features, padding, and turning model outputs into per-row numpy arrays.
 
-Fine-tuning and prediction drive any task through the same calls and attributes (see `Task`); nothing in it needs to
-know whether rows are sentences, question windows or tagged words.
+Fine-tuning, prediction, the server and the demo's report drive any task through the same calls and attributes
+(see `Task`); none of them needs to know whether rows are sentences, question windows or tagged words, nor
+which family a task is: what differs by family is here, in tasks/.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..config import IGNORE
+from ..errors import BertkitError
 from ..fileio import ReadReport
 
 
@@ -85,7 +87,8 @@ class Task(Protocol):
     architecture: str  # the model class to fine-tune, by its name in bertkit and transformers (bertkit.heads)
     main_metric: str  # the key of `score` that picks the best checkpoint, unless fine-tuning is told another
     metric_names: tuple[str, ...]  # the keys of `score` (NER adds per-type ones, "f1/PER")
-    problem_type: str | None  # for BertConfig.with_labels: "regression" or None
+    # for BertConfig.with_labels: "regression", "multi_label_classification", or None (one class, a tag, a span)
+    problem_type: str | None
     outputs: tuple[str, ...]  # the model outputs `decode` reads, by their names on the model's output
     per_token: bool  # those outputs come per token, (B, T, ...), rather than per row, (B, ...)
     per_token_loss: bool  # the training loss is a mean over labelled tokens, rather than over rows
@@ -103,6 +106,50 @@ class Task(Protocol):
     def tuned_options(self, features: Features, outputs: Callable[[], Any]) -> dict[str, Any]: ...
     def prediction_json(self, prediction: Any) -> dict[str, Any]: ...
     def inputs_from_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, **opts: Any) -> Dataset: ...
+
+    # An input as the server and `Pipeline.predict` take it: a text, [text, pair], {"question", "context"}, words.
+    @property
+    def second(self) -> str | None: ...  # what an input's second text is ("second text", "context"); None: one text
+    def check_input(self, item: Any, where: str) -> None: ...  # raises InputError naming what is wrong at `where`
+    def split_inputs(self, items: Sequence[Any]) -> tuple[list[Any], list[str] | None]: ...  # -> texts, seconds
+    # One line each, for a report: an input (its text and second text), and a prediction as `prediction_json` gave it.
+    def show_input(self, text: str, second: str | None) -> str: ...
+    def show_prediction(self, prediction: dict[str, Any]) -> str: ...
+
+
+@dataclass(frozen=True)
+class Family:
+    """A task family as the rest of bertkit knows it: its name, how its Task is built from options, and which
+    fine-tuning options apply to it (by setting name: "crf", "doc_stride", ...; `max_seq_length` applies to all)."""
+
+    name: str
+    build: Callable[..., Task]
+    options: frozenset[str]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Inputs given to a fine-tuned model (the server's bodies, predict's lines)
+
+
+class InputError(BertkitError):
+    """An input that is not what the model's task takes; the message names where it is."""
+
+
+def check_text(value: Any, where: str) -> None:
+    """A non-blank string, or an InputError naming `where`."""
+    if not isinstance(value, str):
+        raise InputError(f"{where}: expected a string, got {json_kind(value)}")
+    if not value.strip():
+        raise InputError(f"{where}: the text is empty")
+
+
+def json_kind(value: Any) -> str:
+    """Says what a JSON value is, for an error message."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    return "an object" if isinstance(value, dict) else {bool: "a boolean", str: "a string"}.get(type(value), "a number")
 
 
 # ---------------------------------------------------------------------------------------------------

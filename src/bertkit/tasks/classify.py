@@ -15,7 +15,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import BertkitError
-from .base import Dataset, Features, ReadReport, natural_sorted, output_batches, pad_rows
+from .base import (
+    Dataset,
+    Features,
+    InputError,
+    ReadReport,
+    check_text,
+    json_kind,
+    natural_sorted,
+    output_batches,
+    pad_rows,
+)
 from .metrics import classification_scores, regression_scores
 from .readers import BadRows, bad_row, read_text, text_lines
 
@@ -200,6 +210,34 @@ class ClassifyTask:
         seconds = pairs if self.name == "pair" and pairs is not None else [None] * len(texts)
         examples = [TextExample(t, p, None, i + 1) for i, (t, p) in enumerate(zip(texts, seconds, strict=True))]
         return Dataset(examples, ReadReport("<input>", kept=len(examples)))
+
+    @property
+    def second(self) -> str | None:
+        return "second text" if self.name == "pair" else None
+
+    def check_input(self, item: Any, where: str) -> None:
+        """A text; for the pair task a [text, pair] list."""
+        if self.name != "pair":
+            check_text(item, where)
+            return
+        if not (isinstance(item, list) and len(item) == 2):
+            raise InputError(f"{where}: a pair model takes [text, pair], got {json_kind(item)}")
+        check_text(item[0], f"{where}[0]")
+        check_text(item[1], f"{where}[1]")
+
+    def split_inputs(self, items: Sequence[Any]) -> tuple[list[Any], list[str] | None]:
+        if self.name == "pair":
+            return [i[0] for i in items], [i[1] for i in items]
+        return list(items), None
+
+    def show_input(self, text: str, second: str | None) -> str:
+        return text if second is None else f"{text} / {second}"
+
+    def show_prediction(self, prediction: dict[str, Any]) -> str:
+        """The label and its probability (the score for regression)."""
+        if "score" in prediction:
+            return f"{prediction['score']:.3g}"
+        return f"{prediction.get('label')} ({max(prediction.get('probabilities', {}).values(), default=0):.2f})"
 
 
 def check_long(name: str, long: str, stride: int | None, max_seq_length: int) -> None:

@@ -4,11 +4,15 @@ the sigmoid of its own logit, trained with binary cross-entropy. Saved with Hugg
 
 Labels come as a JSON list in JSON lines (field `labels` or `label`, or the one `columns` names), or
 joined by `label_sep` in a TSV/CSV cell (an empty cell: no labels).
+
+The two classification families, classify and pair, are declared here, where both of their tasks are known:
+single-label (bertkit.tasks.classify) or, with `multi_label`, this one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BertkitError
-from .base import Dataset, Features, natural_sorted, pad_rows
+from .base import Dataset, Family, Features, natural_sorted, pad_rows
 from .classify import ClassifyTask, TextExample, pool_windows, read_texts, text_rows
 from .metrics import multilabel_scores
 
@@ -145,6 +149,22 @@ class MultiLabelTask:
     def inputs_from_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, **opts: Any) -> Dataset:
         return self._texts.inputs_from_texts(texts, pairs, **opts)
 
+    @property
+    def second(self) -> str | None:
+        return self._texts.second
+
+    def check_input(self, item: Any, where: str) -> None:
+        self._texts.check_input(item, where)
+
+    def split_inputs(self, items: Sequence[Any]) -> tuple[list[Any], list[str] | None]:
+        return self._texts.split_inputs(items)
+
+    def show_input(self, text: str, second: str | None) -> str:
+        return self._texts.show_input(text, second)
+
+    def show_prediction(self, prediction: dict[str, Any]) -> str:
+        return ", ".join(prediction.get("labels", [])) or "(no label)"
+
 
 def tune_thresholds(gold: Sequence[frozenset[str]], probs: np.ndarray, labels: Sequence[str]) -> dict[str, float]:
     """Each label's threshold that gives it the best F1 on these examples (dev): the candidates are 0.05, 0.10,
@@ -161,3 +181,19 @@ def tune_thresholds(gold: Sequence[frozenset[str]], probs: np.ndarray, labels: S
 
         out[label] = float(max(candidates, key=f1))  # max keeps the first of equals: the nearest 0.5
     return out
+
+
+def classification(name: str, *, multi_label: bool = False, **options: Any) -> ClassifyTask | MultiLabelTask:
+    """The classify or pair task: single-label (a class or, with `regression`, a score), or multi-label."""
+    if multi_label:
+        if options.pop("regression", False):
+            raise BertkitError("--multi-label is for classify and pair (not with --regression)")
+        return MultiLabelTask(name=name, **options)
+    if "threshold" in options or "tune_thresholds" in options:
+        raise BertkitError("--threshold and --tune-thresholds are for --multi-label")
+    return ClassifyTask(name=name, **options)
+
+
+_PAIRS = frozenset({"regression", "multi_label", "threshold", "tune_thresholds", "class_weights"})
+CLASSIFY = Family("classify", functools.partial(classification, "classify"), _PAIRS | {"long", "stride"})
+PAIR = Family("pair", functools.partial(classification, "pair"), _PAIRS)

@@ -39,7 +39,7 @@ from ..schemes import (
     tag_set,
 )
 from ..text import has_cjk
-from .base import Dataset, Features, ReadReport, output_rows, pad_rows
+from .base import Dataset, Family, Features, InputError, ReadReport, check_text, output_rows, pad_rows
 from .metrics import entity_scores
 from .readers import BadRows, bad_row, read_text, text_lines
 
@@ -277,6 +277,36 @@ class NERTask:
                 words = tuple(unicodedata.normalize(normalize, w) for w in words)
             examples.append(TagExample(words, None, i + 1, text, spans))
         return Dataset(examples, ReadReport("<input>", kept=len(examples)))
+
+    second = None
+
+    def check_input(self, item: Any, where: str) -> None:
+        """A text, or a list of words (no white space in a word)."""
+        if not isinstance(item, list):
+            check_text(item, where)
+            return
+        if not item:
+            raise InputError(f"{where}: the list of words is empty")
+        for k, word in enumerate(item):
+            check_text(word, f"{where}[{k}]")
+            if any(c.isspace() for c in word):
+                raise InputError(f"{where}[{k}]: a word holds white space ({word!r})")
+
+    def split_inputs(self, items: Sequence[Any]) -> tuple[list[Any], list[str] | None]:
+        return list(items), None
+
+    def show_input(self, text: str, second: str | None) -> str:
+        return text
+
+    def show_prediction(self, prediction: dict[str, Any]) -> str:
+        """The entities' texts by type: "PER: Emma, Knightley; LOC: Highbury"."""
+        found: dict[str, list[str]] = {}
+        for e in prediction.get("entities", []):
+            found.setdefault(e["type"], []).append(e["text"])
+        return "; ".join(f"{kind}: {', '.join(texts)}" for kind, texts in found.items()) or "(no entities)"
+
+
+NER = Family("ner", NERTask, frozenset({"scheme", "crf", "constrained"}))
 
 
 class _Layout:

@@ -26,7 +26,17 @@ import numpy as np
 
 from ..errors import BertkitError
 from ..text import has_cjk
-from .base import Dataset, Features, ReadReport, output_rows, pad_rows
+from .base import (
+    Dataset,
+    Family,
+    Features,
+    InputError,
+    ReadReport,
+    check_text,
+    json_kind,
+    output_rows,
+    pad_rows,
+)
 from .metrics import cmrc_scores, squad_f1, squad_normalize, squad_scores
 from .readers import read_text
 
@@ -135,6 +145,7 @@ class QATask:
     max_answer_length: int = 30
     null_score_diff_threshold: float = 0.0
     search_null_threshold: bool = True  # v2: fine-tuning searches the threshold on dev (`tuned_options`)
+    null_threshold: float | None = None  # given (fine-tuning's --null-threshold): the threshold, not searched
     version_2: bool | None = None
     language: str = "auto"
     architecture: str = "BertForQuestionAnswering"
@@ -143,6 +154,10 @@ class QATask:
     per_token: bool = True
     per_token_loss: bool = False  # a start and an end per window
     metric_names: tuple[str, ...] = ("exact_match", "f1")
+
+    def __post_init__(self) -> None:
+        if self.null_threshold is not None:
+            self.null_score_diff_threshold, self.search_null_threshold = self.null_threshold, False
 
     @property
     def model_options(self) -> dict[str, Any]:
@@ -298,6 +313,27 @@ class QATask:
             raise BertkitError(f"QA needs a context for each of the {len(texts)} questions")
         examples = [QAExample(str(i + 1), q, c, (), (), None) for i, (q, c) in enumerate(zip(texts, pairs, strict=True))]
         return Dataset(examples, ReadReport("<input>", kept=len(examples)))
+
+    second = "context"
+
+    def check_input(self, item: Any, where: str) -> None:
+        """{"question": ..., "context": ...}."""
+        if not (isinstance(item, dict) and set(item) == {"question", "context"}):
+            raise InputError(f'{where}: a QA model takes {{"question": ..., "context": ...}}, got {json_kind(item)}')
+        check_text(item["question"], f"{where}.question")
+        check_text(item["context"], f"{where}.context")
+
+    def split_inputs(self, items: Sequence[Any]) -> tuple[list[Any], list[str] | None]:
+        return [i["question"] for i in items], [i["context"] for i in items]
+
+    def show_input(self, text: str, second: str | None) -> str:
+        return f"Q: {text} C: {second}"
+
+    def show_prediction(self, prediction: dict[str, Any]) -> str:
+        return f"{prediction.get('answer')!r} [{prediction.get('start')}:{prediction.get('end')}]"
+
+
+QA = Family("qa", QATask, frozenset({"doc_stride", "null_threshold"}))
 
 
 def _answer_tokens(example: QAExample, offsets: np.ndarray) -> tuple[int, int] | None:
