@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bertkit.fileio import atomic_write, atomic_write_text
+from bertkit.fileio import atomic_write, atomic_write_text, recover_dir, staged_dir
 
 
 def test_a_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
@@ -50,3 +50,50 @@ def test_written_files_get_the_mode_the_umask_gives(tmp_path: Path, umask: int, 
     path = tmp_path / "a" / "b.txt"  # parents are made
     subprocess.run([sys.executable, "-c", code, oct(umask), str(path)], check=True)
     assert stat.S_IMODE(path.stat().st_mode) == mode
+
+
+KILLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from bertkit.fileio import staged_dir
+
+dst, stop = Path(sys.argv[1]), sys.argv[2]
+renames = 0
+rename = Path.rename
+
+def counted(self, target):
+    global renames
+    out = rename(self, target)
+    renames += 1
+    if stop == f"rename{renames}":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return out
+
+Path.rename = counted
+with staged_dir(dst) as tmp:
+    (tmp / "a.txt").write_text("new a")
+    if stop == "writing":
+        os.kill(os.getpid(), signal.SIGKILL)
+    (tmp / "b.txt").write_text("new b")
+if stop == "done":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("stop", ["writing", "rename1", "rename2", "done"])
+def test_a_kill_at_any_step_of_a_staged_folder_leaves_one_whole_folder(tmp_path: Path, stop: str) -> None:
+    """kill -9 while the new folder is written, between replace_dir's two renames, after them: the folder is the
+    old one whole or the new one whole, once recovered (as the next run of export, pretrain or finetune does)."""
+    dst = tmp_path / "model"
+    dst.mkdir()
+    (dst / "a.txt").write_text("old a")
+    (dst / "b.txt").write_text("old b")
+    proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(dst), stop], capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    found = {p.name: p.read_text() for p in recover_dir(dst).iterdir()}
+    assert found in ({"a.txt": "old a", "b.txt": "old b"}, {"a.txt": "new a", "b.txt": "new b"}), found
+    expected_new = stop in ("rename2", "done")
+    assert found["a.txt"] == ("new a" if expected_new else "old a")
+    with staged_dir(dst) as tmp:  # and the next write succeeds over what was left
+        (tmp / "c.txt").write_text("c")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"] and [p.name for p in dst.iterdir()] == ["c.txt"]

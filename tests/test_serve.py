@@ -77,13 +77,17 @@ class Server:
 class Local:
     """The app `bertkit serve` runs, in this process (starlette's test client): the same requests and answers."""
 
-    def __init__(self, model: Path, **settings: Any):
+    def __init__(self, model: Path | None = None, app: Any = None, headers: dict[str, str] | None = None, **settings: Any):
         from starlette.testclient import TestClient
 
         from bertkit.serve import ServeSettings, create_app
 
-        self.client = TestClient(create_app(ServeSettings(model=model, **settings)))
-        self.client.__enter__()  # runs the app's lifespan: its batcher
+        self.app = app or create_app(ServeSettings(model=model, **settings))
+        self.client = TestClient(self.app, headers=headers)
+        self.client.__enter__()  # runs the app's lifespan: its batcher, and the warm-up
+        deadline = time.time() + 60
+        while self.request("GET", "/health")[0] != 200 and time.time() < deadline:
+            time.sleep(0.02)
 
     def request(self, method: str, path: str, body: bytes | str | None = None,
                 headers: dict[str, str] | None = None, chunked: bool = False) -> tuple[int, Any]:
@@ -127,7 +131,10 @@ def test_model_health_and_metrics(server: Local, exported: Path) -> None:
     assert status == 200
     assert info == {"model": str(exported), "task": "classify", "labels": ["emma", "moby", "thursday"],
                     "backend": "onnxruntime", "max_seq_length": 128, "max_batch_size": 16, "max_wait_ms": 5.0,
-                    "max_inputs": 8, "max_body_bytes": 4096}
+                    "max_inputs": 8, "max_body_bytes": 4096, "max_batch_tokens": 16384, "max_concurrent_requests": 512,
+                    "request_timeout": 30.0, "api_key": False,
+                    "routes": ["POST /v1/predict", "GET /v1/model", "GET /health", "GET /metrics", "GET /openapi.json",
+                               "GET /docs"]}
     assert server.request("GET", "/health") == (200, {"status": "ok"})
     before = metric(server, "bertkit_inputs_total")
     assert server.predict(TEXTS[:3])[0] == 200

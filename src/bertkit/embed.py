@@ -31,12 +31,12 @@ class Embedder:
     """An encoder and its tokenizer: texts in, one vector each out, as a (N, hidden) float32 array."""
 
     def __init__(self, model_dir: str | Path, pooling: str = "mean", normalize: bool = False, batch_size: int = 64,
-                 max_length: int | None = None, device: str = "auto"):
+                 max_length: int | None = None, device: str = "auto", max_tokens: int | None = None):
         if pooling not in POOLINGS:
             raise BertkitError(f"--pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         model_dir = Path(model_dir)
         self.tokenizer = Tokenizer.from_pretrained(model_dir)
-        self.pooling, self.normalize, self.batch_size = pooling, normalize, batch_size
+        self.pooling, self.normalize, self.batch_size, self.max_tokens = pooling, normalize, batch_size, max_tokens
         if is_exported(model_dir):
             if architecture_of(model_dir) != "BertModel":
                 raise BertkitError(f"{model_dir}: an exported task model; export the pre-trained encoder to embed with it")
@@ -59,13 +59,17 @@ class Embedder:
 
     def __call__(self, texts: str | Sequence[str], progress: bool = False) -> np.ndarray:
         """Gives the texts' vectors, (N, hidden), in the texts' order."""
+        return self.embed(texts, progress)[0]
+
+    def embed(self, texts: str | Sequence[str], progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Gives the texts' vectors, (N, hidden), in the texts' order, and each text's tokens (as truncated)."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         if not texts:
             raise BertkitError("no texts to embed")
         rows = self.tokenizer.encode_batch(texts, max_length=self.max_length, truncation=True)
         lengths = np.fromiter((len(r.ids) for r in rows), dtype=np.int64, count=len(rows))
         out: np.ndarray | None = None
-        for idx in tqdm(batches(lengths, self.batch_size, self.backend.pads), disable=not progress, desc="embed",
+        for idx in tqdm(batches(lengths, self.batch_size, self.backend.pads, self.max_tokens), disable=not progress, desc="embed",
                         unit="batch", leave=False):
             batch = self._pad([rows[i] for i in idx])
             result = self.backend.run(batch, self.outputs)[self.outputs[0]]
@@ -76,7 +80,7 @@ class Embedder:
         assert out is not None
         if self.normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-        return out
+        return out, lengths
 
     def _pad(self, rows: list[Any]) -> dict[str, np.ndarray]:
         T = max(len(r.ids) for r in rows)

@@ -38,18 +38,18 @@ def as_backend(model: Any, precision: str = "fp32") -> Backend:
 
 
 def infer(model: Any, task: Task, features: Features, batch_size: int = 64, precision: str = "fp32",
-          progress: bool = False) -> dict[str, np.ndarray]:
+          progress: bool = False, max_tokens: int | None = None) -> dict[str, np.ndarray]:
     """Gives the model's logits for every feature row, in row order; per-token ones padded to the longest row.
 
     `model` is a Backend or a PyTorch task model. Rows run longest first so that each batch holds rows of
     similar length: [PAD] costs nothing inside the PyTorch encoder, but attention still sees the batch's
-    longest row, and an exported model computes every position.
+    longest row, and an exported model computes every position. `max_tokens` bounds a batch's padded tokens too.
     """
     backend = as_backend(model, precision)
     lengths = features.lengths
     T = int(lengths.max()) if len(lengths) else 0
     result: dict[str, np.ndarray] = {}
-    for idx in tqdm(batches(lengths, batch_size, backend.pads), disable=not progress, desc="predict", unit="batch",
+    for idx in tqdm(batches(lengths, batch_size, backend.pads, max_tokens), disable=not progress, desc="predict", unit="batch",
                     leave=False):
         out = backend.run(task.collate([features.rows[i] for i in idx], features.pad_token_id), task.outputs)
         for name, x in out.items():  # (B, t, ...) per token, else (B, ...)
@@ -79,7 +79,8 @@ def evaluate_task(model: Any, task: Task, features: Features, batch_size: int = 
 class Pipeline:
     """A fine-tuned model with its tokenizer and task: texts in, JSON-ready predictions out, batched."""
 
-    def __init__(self, model_dir: str | Path, device: str = "auto", precision: str = "fp32", batch_size: int = 32):
+    def __init__(self, model_dir: str | Path, device: str = "auto", precision: str = "fp32", batch_size: int = 32,
+                 max_tokens: int | None = None):
         model_dir = Path(model_dir)
         meta = read_task_file(model_dir)
         self.meta = meta
@@ -92,7 +93,7 @@ class Pipeline:
         self.backend = load_backend(model_dir, device, precision)
         self.labels = [self.config.id2label[i] for i in range(self.config.num_labels)]
         self.label2id = {label: i for i, label in enumerate(self.labels)}
-        self.batch_size = batch_size
+        self.batch_size, self.max_tokens = batch_size, max_tokens  # a forward pass's rows, and padded tokens, at most
 
     @property
     def model(self) -> Any:
@@ -109,7 +110,7 @@ class Pipeline:
         data = self.task.inputs_from_texts(texts, list(pairs) if pairs is not None else None,
                                            **self.meta.get("input_options", {}))
         features = self.task.featurize(data, self.tokenizer, self.label2id)
-        outputs = infer(self.backend, self.task, features, self.batch_size)
+        outputs = infer(self.backend, self.task, features, self.batch_size, max_tokens=self.max_tokens)
         crf = {"crf": self.backend.crf} if self.backend.crf is not None else {}
         return [self.task.prediction_json(p) for p in self.task.decode(features, outputs, **crf)]
 

@@ -113,15 +113,18 @@ def read_crf(model_dir: Path) -> TagScores | None:
     return TagScores(scores["start"], scores["transitions"], scores["end"])
 
 
-def batches(lengths: np.ndarray, batch_size: int, pads: bool) -> list[np.ndarray]:
-    """Gives the row indices of each batch: rows longest first, `batch_size` at most. Where the backend computes
-    every padded position (onnxruntime), a batch also ends before a row shorter than 3/4 of its first, so that
-    padding costs at most a third more than the real tokens."""
+def batches(lengths: np.ndarray, batch_size: int, pads: bool, max_tokens: int | None = None) -> list[np.ndarray]:
+    """Gives the row indices of each batch: rows longest first, `batch_size` at most, and with `max_tokens` at most
+    that many padded tokens (rows x the first, longest row; a row longer than that still runs, alone). Where the
+    backend computes every padded position (onnxruntime), a batch also ends before a row shorter than 3/4 of its
+    first, so that padding costs at most a third more than the real tokens."""
     order = np.argsort(-lengths, kind="stable")
     out: list[np.ndarray] = []
     lo = 0
     while lo < len(order):
         hi = min(lo + batch_size, len(order))
+        if max_tokens:
+            hi = min(hi, lo + max(1, max_tokens // max(int(lengths[order[lo]]), 1)))
         if pads:
             hi = lo + 1 + int(np.searchsorted(-lengths[order[lo + 1 : hi]], -0.75 * lengths[order[lo]], side="right"))
         out.append(order[lo:hi])

@@ -214,7 +214,7 @@ DEVICES = one_of("auto", "cpu", "cuda")
 
 def option(default: Any = dataclasses.MISSING, help: str | None = None, *, flag: str | None = None,
            check: Check | None = None, metavar: str | None = None, parse: Callable[[str], Any] | None = None,
-           const: Any = None, nargs: str | None = None, shows: str | None = None) -> Any:
+           const: Any = None, nargs: str | None = None, shows: str | None = None, secret: bool = False) -> Any:
     """A settings field, declared once: its default, and what the rest of bertkit derives from it.
 
     Args:
@@ -226,10 +226,11 @@ def option(default: Any = dataclasses.MISSING, help: str | None = None, *, flag:
         parse: turns the flag's text into the value (default: the field's type).
         const: the flag takes no value and sets this one (e.g. False for --no-header).
         shows: the default as the help says it, when it is not the field's default value (e.g. "the task's").
+        secret: left out of the settings' repr (an API key), so that no log or traceback shows it.
     """
     meta = {"help": help, "flag": flag, "check": check, "metavar": metavar, "parse": parse, "const": const,
             "nargs": nargs, "shows": shows}
-    return dataclasses.field(default=default, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta, repr=not secret)
 
 
 class SettingError(BertkitError):

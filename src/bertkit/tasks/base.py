@@ -115,6 +115,13 @@ class Task(Protocol):
     # One line each, for a report: an input (its text and second text), and a prediction as `prediction_json` gave it.
     def show_input(self, text: str, second: str | None) -> str: ...
     def show_prediction(self, prediction: dict[str, Any]) -> str: ...
+    # JSON schemas of one served input and one prediction (the server's /openapi.json)
+    @property
+    def input_schema(self) -> dict[str, Any]: ...
+    @property
+    def prediction_schema(self) -> dict[str, Any]: ...
+    # a cross-encoder's relevance of a (query, text) pair from its prediction; None: this task does not rerank
+    def relevance(self, prediction: dict[str, Any]) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,14 @@ def check_text(value: Any, where: str) -> None:
         raise InputError(f"{where}: expected a string, got {json_kind(value)}")
     if not value.strip():
         raise InputError(f"{where}: the text is empty")
+
+
+STRING = {"type": "string", "minLength": 1}
+
+
+def obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A JSON schema of an object with these properties (`required` ones always there)."""
+    return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})}}
 
 
 def json_kind(value: Any) -> str:

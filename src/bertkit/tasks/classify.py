@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import BertkitError
 from .base import (
+    STRING,
     Dataset,
     Features,
     InputError,
@@ -23,6 +24,7 @@ from .base import (
     check_text,
     json_kind,
     natural_sorted,
+    obj,
     output_batches,
     pad_rows,
 )
@@ -233,11 +235,54 @@ class ClassifyTask:
     def show_input(self, text: str, second: str | None) -> str:
         return text if second is None else f"{text} / {second}"
 
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return texts_schema(self.name)
+
+    @property
+    def prediction_schema(self) -> dict[str, Any]:
+        if self.regression:
+            return obj({**echo_schema(self.name), "score": {"type": "number"}})
+        return obj({**echo_schema(self.name), "label": {"type": "string"}, "probabilities": PROBABILITIES})
+
+    def relevance(self, prediction: dict[str, Any]) -> float | None:
+        """A pair model as a cross-encoder: its score, or the probability of its positive label (RELEVANT)."""
+        if self.name != "pair":
+            return None
+        if self.regression:
+            return float(prediction["score"])
+        return float(prediction["probabilities"][positive_label(list(prediction["probabilities"]))])
+
     def show_prediction(self, prediction: dict[str, Any]) -> str:
         """The label and its probability (the score for regression)."""
         if "score" in prediction:
             return f"{prediction['score']:.3g}"
         return f"{prediction.get('label')} ({max(prediction.get('probabilities', {}).values(), default=0):.2f})"
+
+
+PROBABILITIES = {"type": "object", "additionalProperties": {"type": "number"}}
+# a pair classifier's label that means "the second text goes with the first" when reranking with it
+RELEVANT = ("1", "entailment", "positive", "relevant", "yes", "true", "paraphrase", "equivalent", "similar")
+
+
+def positive_label(labels: list[str]) -> str:
+    """The label a cross-encoder's relevance is the probability of: one of RELEVANT, else a binary model's second."""
+    found = next((label for label in labels if label.lower() in RELEVANT), None)
+    if found is None and len(labels) != 2:
+        raise BertkitError(f"cannot rerank with labels {labels}: none of them means relevant ({', '.join(RELEVANT)})")
+    return found or labels[1]
+
+
+def texts_schema(name: str) -> dict[str, Any]:
+    """A served input: a text, or for the pair task [text, pair]."""
+    if name == "pair":
+        return {"type": "array", "items": STRING, "minItems": 2, "maxItems": 2}
+    return STRING
+
+
+def echo_schema(name: str) -> dict[str, Any]:
+    """The input a classification prediction repeats."""
+    return {"text": {"type": "string"}, **({"pair": {"type": "string"}} if name == "pair" else {})}
 
 
 def check_long(name: str, long: str, stride: int | None, max_seq_length: int) -> None:

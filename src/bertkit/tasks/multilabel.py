@@ -21,8 +21,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import BertkitError
-from .base import Dataset, Family, Features, natural_sorted, pad_rows
-from .classify import ClassifyTask, TextExample, pool_windows, read_texts, text_rows
+from .base import Dataset, Family, Features, natural_sorted, obj, pad_rows
+from .classify import (
+    PROBABILITIES,
+    ClassifyTask,
+    TextExample,
+    echo_schema,
+    pool_windows,
+    read_texts,
+    text_rows,
+    texts_schema,
+)
 from .metrics import multilabel_scores
 
 
@@ -164,6 +173,18 @@ class MultiLabelTask:
 
     def show_prediction(self, prediction: dict[str, Any]) -> str:
         return ", ".join(prediction.get("labels", [])) or "(no label)"
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return texts_schema(self.name)
+
+    @property
+    def prediction_schema(self) -> dict[str, Any]:
+        labels = {"type": "array", "items": {"type": "string"}}
+        return obj({**echo_schema(self.name), "labels": labels, "probabilities": PROBABILITIES})
+
+    def relevance(self, prediction: dict[str, Any]) -> float | None:
+        return None  # several labels at once: no one relevance
 
 
 def tune_thresholds(gold: Sequence[frozenset[str]], probs: np.ndarray, labels: Sequence[str]) -> dict[str, float]:

@@ -39,7 +39,18 @@ from ..schemes import (
     tag_set,
 )
 from ..text import has_cjk
-from .base import Dataset, Family, Features, InputError, ReadReport, check_text, output_rows, pad_rows
+from .base import (
+    STRING,
+    Dataset,
+    Family,
+    Features,
+    InputError,
+    ReadReport,
+    check_text,
+    obj,
+    output_rows,
+    pad_rows,
+)
 from .metrics import entity_scores
 from .readers import BadRows, bad_row, read_text, text_lines
 
@@ -304,6 +315,19 @@ class NERTask:
         for e in prediction.get("entities", []):
             found.setdefault(e["type"], []).append(e["text"])
         return "; ".join(f"{kind}: {', '.join(texts)}" for kind, texts in found.items()) or "(no entities)"
+
+    input_schema = {"oneOf": [STRING, {"type": "array", "items": STRING, "minItems": 1,
+                                       "description": "words, split already (no white space in a word)"}]}
+    prediction_schema = obj({
+        "text": {"type": "string"}, "words": {"type": "array", "items": {"type": "string"}},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "entities": {"type": "array", "items": obj({"type": {"type": "string"}, "text": {"type": "string"},
+                                                    "start": {"type": "integer"}, "end": {"type": "integer"},
+                                                    "word_start": {"type": "integer"}, "word_end": {"type": "integer"}})},
+    })
+
+    def relevance(self, prediction: dict[str, Any]) -> float | None:
+        return None
 
 
 NER = Family("ner", NERTask, frozenset({"scheme", "crf", "constrained"}))

@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import BertkitError
 from ..text import has_cjk
 from .base import (
+    STRING,
     Dataset,
     Family,
     Features,
@@ -34,6 +35,7 @@ from .base import (
     ReadReport,
     check_text,
     json_kind,
+    obj,
     output_rows,
     pad_rows,
 )
@@ -331,6 +333,17 @@ class QATask:
 
     def show_prediction(self, prediction: dict[str, Any]) -> str:
         return f"{prediction.get('answer')!r} [{prediction.get('start')}:{prediction.get('end')}]"
+
+    input_schema = obj({"question": STRING, "context": STRING})
+    prediction_schema = obj(
+        {"id": {"type": "string"}, "question": {"type": "string"}, "answer": {"type": "string"},
+         "start": {"type": "integer", "description": "character offset in the context; -1: no answer"},
+         "end": {"type": "integer"}, "score": {"type": "number"},
+         "nbest": {"type": "array", "items": obj({"text": {"type": "string"}, "probability": {"type": "number"}})}},
+        {"null_score_diff": {"type": "number", "description": "SQuAD 2.0 models: the null score minus the best span's"}})
+
+    def relevance(self, prediction: dict[str, Any]) -> float | None:
+        return None
 
 
 QA = Family("qa", QATask, frozenset({"doc_stride", "null_threshold"}))

@@ -1,0 +1,397 @@
+"""`bertkit serve` as a server a team can expose: readiness, API keys, backpressure (429), request timeouts (503),
+internal errors by id, the token budget, embeddings in OpenAI's format (its own client), rerank in TEI's shape,
+and /openapi.json describing what the routes really answer.
+
+The server's logic (admission, timeouts, errors) is tested on a stand-in model whose speed and failures the test
+sets; the routes' answers on real tiny models of each family; what needs the process (a flood, workers, the
+OpenAI client over HTTP) on a real `bertkit serve` on a free 127.0.0.1 port."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from test_serve import TEXTS, Local, Server
+
+from bertkit.batcher import Batcher, Job
+from bertkit.embed import Embedder
+from bertkit.predict import pipeline
+from bertkit.runtime import batches
+from bertkit.serve import ServeSettings, create_app
+from bertkit.tasks import get_task
+
+
+class Stub:
+    """A served model the test controls: how long a group takes, whether it fails, when the warm-up ends."""
+
+    routes = ("/v1/predict",)
+
+    def __init__(self, seconds: float = 0.0, fail: bool = False, gate: threading.Event | None = None):
+        self.task = get_task("classify")
+        self.seconds, self.fail, self.gate = seconds, fail, gate
+        self.ran: list[list[str]] = []
+
+    def info(self) -> dict[str, Any]:
+        return {"task": "classify", "labels": ["a", "b"], "backend": "stub", "max_seq_length": 128}
+
+    def run(self, inputs: list[str]) -> list[dict[str, Any]]:
+        self.ran.append(list(inputs))
+        time.sleep(self.seconds)
+        if self.fail:
+            raise RuntimeError("the secret details of a failure")
+        return [{"text": t, "label": "a", "probabilities": {"a": 1.0, "b": 0.0}} for t in inputs]
+
+    def count_tokens(self, inputs: list[str]) -> int:
+        return sum(len(t.split()) + 2 for t in inputs)
+
+    def warm_up(self, batch_size: int) -> None:
+        if self.gate is not None:
+            self.gate.wait(30)
+
+
+def stub_server(model: Stub, wait: bool = True, **settings: Any) -> Local:
+    app = create_app(ServeSettings(model=Path("stub"), **settings), model=model)  # type: ignore[arg-type]
+    if wait:
+        return Local(app=app)
+    from starlette.testclient import TestClient
+
+    srv = Local.__new__(Local)
+    srv.app, srv.client = app, TestClient(app)
+    srv.client.__enter__()
+    return srv
+
+
+def in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(fn(*args)))
+    thread.start()
+    return thread, out
+
+
+# ---- readiness, keys, errors ---------------------------------------------------------------------------------
+
+def test_health_is_503_until_the_warm_up_is_done() -> None:
+    gate = threading.Event()
+    srv = stub_server(Stub(gate=gate), wait=False)
+    try:
+        assert srv.request("GET", "/health") == (503, {"status": "warming up"})
+        status, body = srv.predict(["early"])
+        assert status == 503 and "warming up" in body["error"]
+        gate.set()
+        deadline = time.time() + 10
+        while srv.request("GET", "/health")[0] != 200 and time.time() < deadline:
+            time.sleep(0.01)
+        assert srv.predict(["ready"])[0] == 200
+    finally:
+        gate.set()
+        srv.close()
+
+
+def test_the_warm_up_runs_the_largest_batch(task_models: dict[str, Path]) -> None:
+    from bertkit.served import TaskModel
+
+    model = TaskModel(task_models["qa"], "cpu", "fp32", max_batch_size=4, max_batch_tokens=16384)
+    seen: list[tuple[int, ...]] = []
+    run = model.pipe.backend.run
+    model.pipe.backend.run = lambda batch, outputs: (seen.append(batch["input_ids"].shape), run(batch, outputs))[1]
+    model.warm_up(4)
+    assert max(seen) == (4, 64)  # 4 windows of the QA model's full 64 tokens
+
+
+def test_an_api_key_guards_every_v1_route_and_is_never_shown(task_models: dict[str, Path], caplog,
+                                                            monkeypatch) -> None:
+    caplog.set_level(logging.INFO, logger="bertkit")
+    key = "s3cret-key-9f2"
+    srv = stub_server(Stub(), api_key=key)
+    try:
+        for method, path, body in (("POST", "/v1/predict", '{"inputs": ["a"]}'), ("GET", "/v1/model", None)):
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": key}):
+                status, answer = srv.request(method, path, body, headers=headers)
+                assert status == 401 and "API key" in answer["error"], (path, headers)
+        good = {"Authorization": f"Bearer {key}"}
+        assert srv.request("POST", "/v1/predict", '{"inputs": ["a"]}', headers=good)[0] == 200
+        status, info = srv.request("GET", "/v1/model", headers=good)
+        assert status == 200 and info["api_key"] is True
+        assert srv.request("GET", "/health")[0] == 200 and srv.request("GET", "/metrics")[0] == 200
+        doc = srv.request("GET", "/openapi.json")[1]
+        assert key not in json.dumps(info) + json.dumps(doc) and "bearer" in doc["components"]["securitySchemes"]
+        assert key not in repr(ServeSettings(model=Path("m"), api_key=key))
+    finally:
+        srv.close()
+    monkeypatch.setenv("BERTKIT_API_KEY", key)  # or from the environment
+    srv = stub_server(Stub())
+    try:
+        assert srv.predict(["a"])[0] == 401
+        assert srv.request("POST", "/v1/predict", '{"inputs": ["a"]}', headers={"Authorization": f"Bearer {key}"})[0] == 200
+    finally:
+        srv.close()
+    assert key not in caplog.text
+
+
+def test_an_internal_error_gives_an_id_the_log_explains(caplog) -> None:
+    srv = stub_server(Stub(fail=True))
+    try:
+        with caplog.at_level(logging.ERROR, logger="bertkit"):
+            status, answer = srv.predict(["boom"])
+        assert status == 500 and set(answer) == {"error"}
+        error_id = answer["error"].removeprefix("internal error (id ").removesuffix(")")
+        assert len(error_id) == 12 and answer["error"] == f"internal error (id {error_id})"
+        assert "secret details" not in answer["error"]
+        logged = [r for r in caplog.records if error_id in r.getMessage()]
+        assert logged and "the secret details of a failure" in logged[0].exc_text  # the traceback, under the id
+        assert srv.predict(["fine"])[0] == 500 and srv.request("GET", "/health")[0] == 200
+    finally:
+        srv.close()
+
+
+# ---- backpressure and timeouts --------------------------------------------------------------------------------
+
+def test_beyond_the_concurrency_limit_requests_get_429_at_once() -> None:
+    model = Stub(seconds=0.6)
+    srv = stub_server(model, max_concurrent_requests=2)
+    try:
+        first = [in_thread(srv.predict, [f"slow {k}"]) for k in range(2)]
+        time.sleep(0.2)  # both admitted: one running, one queued
+        t0 = time.perf_counter()
+        response = srv.client.post("/v1/predict", content=json.dumps({"inputs": ["one too many"]}))
+        took = time.perf_counter() - t0
+        assert response.status_code == 429 and response.headers["retry-after"] == "1" and took < 0.2, took
+        assert "busy" in response.json()["error"]
+        for thread, out in first:
+            thread.join()
+            assert out[0][0] == 200
+        assert ["one too many"] not in model.ran and srv.predict(["after"])[0] == 200
+    finally:
+        srv.close()
+
+
+def test_work_that_would_time_out_in_the_queue_is_refused_with_429() -> None:
+    model = Stub(seconds=0.4)  # a group of one 3-token input takes 0.4 s: 0.13 s a token
+    srv = stub_server(model, request_timeout=1.0, max_batch_size=1)
+    try:
+        assert srv.predict(["paced"])[0] == 200  # the pace is measured
+        queued = [in_thread(srv.predict, [f"queued {k}"]) for k in range(3)]
+        time.sleep(0.1)  # 3 x 3 tokens: about 1.2 s of work, more than half the timeout
+        response = srv.client.post("/v1/predict", content=json.dumps({"inputs": ["refused"]}))
+        assert response.status_code == 429 and "s of work" in response.json()["error"]
+        assert int(response.headers["retry-after"]) >= 1
+        for thread, _out in queued:
+            thread.join()
+        assert ["refused"] not in model.ran
+    finally:
+        srv.close()
+
+
+def test_a_request_queued_past_the_timeout_gets_503_and_never_runs() -> None:
+    model = Stub(seconds=0.8)
+    srv = stub_server(model, request_timeout=0.3, max_batch_size=1)
+    try:
+        running, out = in_thread(srv.predict, ["running"])
+        time.sleep(0.1)
+        t0 = time.perf_counter()
+        response = srv.client.post("/v1/predict", content=json.dumps({"inputs": ["queued"]}))
+        assert response.status_code == 503 and 0.25 < time.perf_counter() - t0 < 0.7
+        assert "not run" in response.json()["error"] and response.headers["retry-after"] == "1"
+        running.join()
+        assert out[0][0] == 200  # the one already running finishes, though past the timeout
+        time.sleep(0.2)
+        assert ["queued"] not in model.ran and srv.predict(["next"])[0] == 200
+    finally:
+        srv.close()
+
+
+def test_groups_keep_to_the_token_budget() -> None:
+    async def groups() -> list[list[str]]:
+        seen: list[list[str]] = []
+        batcher = Batcher(lambda items: (seen.append(list(items)), items)[1], max_batch_size=32, max_batch_tokens=10,
+                          max_wait_ms=0)
+        jobs = [Job([name], tokens) for name, tokens in (("a", 4), ("b", 4), ("c", 4), ("huge", 50), ("d", 1))]
+        for job in jobs:
+            batcher.add(job)
+        runner = asyncio.create_task(batcher.run())
+        results = await asyncio.gather(*(job.done for job in jobs))
+        runner.cancel()
+        assert results == [[name] for name in ("a", "b", "c", "huge", "d")]
+        return seen
+
+    # a and b fill 8 of the 10 tokens; c does not fit and leads the next group, while d (1 token), queued after it,
+    # rides along in the first; a request over the budget runs, alone
+    assert asyncio.run(groups()) == [["a", "b", "d"], ["c"], ["huge"]]
+
+
+def test_forward_passes_keep_to_the_token_budget(task_models: dict[str, Path]) -> None:
+    lengths = np.array([10, 50, 30, 50, 5, 20])
+    for order in batches(lengths, batch_size=8, pads=False, max_tokens=100):
+        assert len(order) == 1 or len(order) * lengths[order].max() <= 100
+    assert [len(b) for b in batches(np.array([200, 10]), 8, False, max_tokens=100)] == [1, 1]  # over it: alone
+    texts = [" ".join(TEXTS * k) for k in (1, 3, 6)] + TEXTS
+    budget = pipeline(task_models["classify"], max_tokens=64)
+    assert budget(texts) == pipeline(task_models["classify"])(texts)  # split differently, the same answers
+
+
+# ---- the routes on real models --------------------------------------------------------------------------------
+
+def test_embeddings_are_bertkit_embed_in_openais_shape(task_models: dict[str, Path]) -> None:
+    srv = Local(task_models["encoder"], pooling="mean", normalize=True)
+    try:
+        expected, tokens = Embedder(task_models["encoder"], pooling="mean", normalize=True).embed(TEXTS)
+        status, body = srv.request("POST", "/v1/embeddings", json.dumps({"input": TEXTS, "model": "mine"}))
+        assert status == 200 and body["object"] == "list" and body["model"] == "mine"
+        assert [d["index"] for d in body["data"]] == [0, 1, 2, 3] and {d["object"] for d in body["data"]} == {"embedding"}
+        np.testing.assert_allclose(np.array([d["embedding"] for d in body["data"]]), expected, atol=1e-6)
+        assert body["usage"] == {"prompt_tokens": int(tokens.sum()), "total_tokens": int(tokens.sum())}
+        status, one = srv.request("POST", "/v1/embeddings", json.dumps({"input": TEXTS[1], "encoding_format": "base64"}))
+        vector = np.frombuffer(base64.b64decode(one["data"][0]["embedding"]), dtype="<f4")
+        np.testing.assert_allclose(vector, expected[1], atol=1e-6)
+        info = srv.request("GET", "/v1/model")[1]
+        assert info["task"] == "embed" and info["routes"][0] == "POST /v1/embeddings"
+        for body, message in (({"input": [1, 2]}, "token ids are not taken"), ({"input": []}, '"input" is empty'),
+                              ({"input": "a", "dimensions": 3}, "gives vectors of 128"),
+                              ({"input": "a", "encoding_format": "int8"}, '"encoding_format" must be'),
+                              ({"texts": ["a"]}, 'with "input"')):
+            status, answer = srv.request("POST", "/v1/embeddings", json.dumps(body))
+            assert status == 422 and message in answer["error"], (body, answer)
+        assert srv.predict(["a"])[0] == 404  # an embedder predicts nothing
+    finally:
+        srv.close()
+
+
+def test_rerank_orders_texts_by_the_pair_models_relevance(task_models: dict[str, Path]) -> None:
+    srv = Local(task_models["pair"])
+    query, texts = TEXTS[0], [*TEXTS[1:], "Emma Woodhouse, handsome."]
+    try:
+        predictions = pipeline(task_models["pair"])([query] * len(texts), texts)
+        task = get_task("pair")
+        relevance = [task.relevance(p) for p in predictions]
+        status, ranked = srv.request("POST", "/v1/rerank", json.dumps({"query": query, "texts": texts}))
+        assert status == 200 and [r["index"] for r in ranked] == sorted(range(4), key=lambda i: -relevance[i])
+        assert [r["score"] for r in ranked] == pytest.approx(sorted(relevance, reverse=True), abs=1e-6)
+        status, top = srv.request("POST", "/v1/rerank", json.dumps({"query": query, "texts": texts, "top_n": 2,
+                                                                     "return_text": True, "raw_scores": True}))
+        best = ranked[0]["index"]
+        assert len(top) == 2 and top[0] == {"index": best, "text": texts[best],
+                                            "score": pytest.approx(np.log(relevance[best] / (1 - relevance[best])), abs=1e-4)}
+        for body, message in (({"query": "q"}, 'with "query" and "texts"'), ({"query": "q", "texts": ["a"], "top_n": 0},
+                              '"top_n" must be a positive integer'), ({"query": " ", "texts": ["a"]}, "query: the text is empty")):
+            status, answer = srv.request("POST", "/v1/rerank", json.dumps(body))
+            assert status == 422 and message in answer["error"], answer
+    finally:
+        srv.close()
+    classify = Local(task_models["classify"])
+    try:
+        assert classify.request("POST", "/v1/rerank", json.dumps({"query": "q", "texts": ["a"]}))[0] == 404
+    finally:
+        classify.close()
+
+
+@pytest.mark.parametrize("name", ["classify", "multilabel", "regression", "qa", "ner", "pair", "encoder"])
+def test_answers_match_the_openapi_schemas(task_models: dict[str, Path], name: str) -> None:
+    import jsonschema
+
+    srv = Local(task_models[name], **({"pooling": "cls"} if name == "encoder" else {}))
+    try:
+        doc = srv.request("GET", "/openapi.json")[1]
+        jsonschema.Draft202012Validator.check_schema(doc["paths"][next(iter(doc["paths"]))]["post"]["requestBody"]
+                                                     ["content"]["application/json"]["schema"])
+        inputs = {"pair": [[TEXTS[0], TEXTS[1]]], "regression": [[TEXTS[0], TEXTS[1]]],
+                  "qa": [{"question": "Who?", "context": TEXTS[0]}], "ner": [TEXTS[3], ["Mr.", "Knightley"]]}.get(name, TEXTS[:2])
+        calls = {"/v1/predict": {"inputs": inputs}, "/v1/rerank": {"query": TEXTS[0], "texts": TEXTS[1:], "top_n": 2},
+                 "/v1/embeddings": {"input": TEXTS[:2]}}
+        v1 = [p for p in doc["paths"] if p in calls]
+        assert v1 == [r.split()[1] for r in srv.request("GET", "/v1/model")[1]["routes"] if r.split()[1] in calls]
+        for path in v1:
+            post = doc["paths"][path]["post"]
+            jsonschema.validate(calls[path], post["requestBody"]["content"]["application/json"]["schema"])
+            status, answer = srv.request("POST", path, json.dumps(calls[path]))
+            assert status == 200
+            jsonschema.validate(answer, post["responses"]["200"]["content"]["application/json"]["schema"])
+            status, error = srv.request("POST", path, "{}")
+            jsonschema.validate(error, post["responses"]["422"]["content"]["application/json"]["schema"])
+    finally:
+        srv.close()
+
+
+# ---- the process ----------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_official_openai_client_gets_embeddings(task_models: dict[str, Path]) -> None:
+    from openai import OpenAI
+
+    srv = Server(task_models["encoder"], "--pooling", "mean", "--api-key", "k-123")
+    try:
+        client = OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="k-123", max_retries=0)
+        got = client.embeddings.create(model="bertkit", input=TEXTS)  # the client asks for base64 by default
+        expected = Embedder(task_models["encoder"], pooling="mean")(TEXTS)
+        np.testing.assert_allclose(np.array([d.embedding for d in got.data]), expected, atol=1e-5)
+        assert got.usage.prompt_tokens > len(TEXTS) and got.model == "bertkit"
+        floats = client.embeddings.create(model="bertkit", input="Call me Ishmael.", encoding_format="float")
+        np.testing.assert_allclose(floats.data[0].embedding, expected[1], atol=1e-5)
+        import openai
+
+        with pytest.raises(openai.AuthenticationError):
+            OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="wrong", max_retries=0).embeddings.create(
+                model="bertkit", input="x")
+    finally:
+        code, err = srv.stop()
+    assert code == 0 and "k-123" not in err
+
+
+@pytest.mark.slow
+def test_a_flood_gets_429s_the_server_stays_healthy_and_drains_on_sigterm(task_models: dict[str, Path]) -> None:
+    srv = Server(task_models["classify"], "--max-concurrent-requests", "4", "--max-batch-size", "8")
+    clients, each = 24, 6
+    codes: list[int] = []
+    broken: list[str] = []
+    health: list[float] = []
+
+    def client(c: int) -> None:
+        for r in range(each):
+            try:
+                status, body = srv.predict([f"{c} {r} {TEXTS[(c + r) % 4]}"] * 8)
+                codes.append(status)
+                if status not in (200, 429) or (status == 429 and "busy" not in body["error"]):
+                    broken.append(f"{status} {body}")
+            except OSError as e:
+                broken.append(repr(e))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        t0 = time.perf_counter()
+        assert srv.request("GET", "/health")[0] == 200
+        health.append(time.perf_counter() - t0)
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    assert not broken, broken[:3]
+    assert len(codes) == clients * each and codes.count(200) > 0 and codes.count(429) > 0, (codes.count(200), codes.count(429))
+    assert max(health) < 1.0, max(health)
+    code, err = srv.stop()
+    assert code == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_workers_serve_on_one_port(task_models: dict[str, Path]) -> None:
+    srv = Server(task_models["classify"], "--workers", "2")
+    try:
+        ready, deadline = 0, time.time() + 60  # each worker warms up on its own: wait till both answer 200
+        while ready < 20 and time.time() < deadline:
+            ready = ready + 1 if srv.request("GET", "/health")[0] == 200 else 0
+        answers = [srv.predict([text]) for text in TEXTS * 3]
+        expected = pipeline(task_models["classify"])(TEXTS * 3)
+        got = [a[1]["predictions"][0] for a in answers]  # each worker on its share of the cores: rounding may differ
+        assert [g["label"] for g in got] == [e["label"] for e in expected]
+        for g, e in zip(got, expected, strict=True):
+            assert g["probabilities"] == pytest.approx(e["probabilities"], abs=1e-5)
+    finally:
+        code, err = srv.stop()
+    assert code == 0, err
