@@ -12,11 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .fileio import atomic_write_text
-
-PIPELINE_TAGS = {"classify": "text-classification", "pair": "text-classification", "qa": "question-answering",
-                 "ner": "token-classification"}
-FAMILIES = {"classify": "single-sentence classification", "pair": "sentence-pair classification",
-            "qa": "extractive question answering", "ner": "named-entity recognition (sequence labelling)"}
+from .tasks import family
 
 
 def command_line() -> str | None:
@@ -42,23 +38,23 @@ def write_model_card(directory: Path, meta: dict[str, Any], summary: dict[str, A
     """Gives (and writes to directory/README.md) the card of a fine-tuned model: `meta` is its task file,
     `summary` fine-tuning's results (best run, test scores), `data` the train/dev/test files."""
     task, settings = meta["task"], meta["settings"]
-    family = FAMILIES[task] + (" (multi-label)" if meta["task_options"].get("multi_label") else "")
-    family += " (regression)" if meta["task_options"].get("regression") else ""
+    kind = family(task).title + (" (multi-label)" if meta["task_options"].get("multi_label") else "")
+    kind += " (regression)" if meta["task_options"].get("regression") else ""
     best = summary["best"]
-    header = ["---", "library_name: bertkit", f"pipeline_tag: {PIPELINE_TAGS[task]}",
+    header = ["---", "library_name: bertkit", f"pipeline_tag: {family(task).pipeline_tag}",
               f"base_model: {_yaml_value(str(settings['base_model']))}", "tags:", "- bert", "- bertkit", f"- {task}"]
     metrics = [(split, name, value) for split, scores in (("dev", best["dev"]), ("test", summary.get("test", {})))
                for name, value in scores.items() if isinstance(value, float)]
     if metrics:
         header += ["model-index:", f"- name: {_yaml_value(directory.resolve().parent.name)}", "  results:",
-                   f"  - task: {{type: {PIPELINE_TAGS[task]}}}", "    metrics:"]
+                   f"  - task: {{type: {family(task).pipeline_tag}}}", "    metrics:"]
         header += [f"    - {{type: {name}, value: {value:.4g}, name: {split} {name}}}" for split, name, value in metrics]
     header.append("---")
     labels, name = meta["labels"], directory.resolve().parent.name
     architecture = json.loads((directory / "config.json").read_text(encoding="utf-8"))["architectures"][0]
     body = [
         f"# {name}", "",
-        f"A BERT fine-tuned with bertkit {version()} for {family}, from `{settings['base_model']}`"
+        f"A BERT fine-tuned with bertkit {version()} for {kind}, from `{settings['base_model']}`"
         + (f" at revision `{settings['revision']}`" if settings.get("revision") else "") + ".", "",
         f"- Labels ({len(labels)}): " + ", ".join(f"`{label}`" for label in labels[:50]) + (" ..." if len(labels) > 50 else ""),
         f"- Trained on `{data.get('train')}`, chosen on `{data.get('dev')}`" + (f", tested on `{data['test']}`" if data.get("test") else ""),
@@ -72,7 +68,7 @@ def write_model_card(directory: Path, meta: dict[str, Any], summary: dict[str, A
         if scores:
             body.append(f"| {split} | " + " | ".join(f"{scores[n]:.2f}" if n in scores else "" for n in names) + " |")
     command = command_line()
-    made = ["```bash", command, "```"] if command else ["From Python (`bertkit.finetune`); the settings are in `config.json` "
+    made = ["```bash", command, "```"] if command else ["From Python (`bertkit.finetune`); the settings are in `settings.json` "
                                                          "beside this folder."]
     body += ["", "## How it was made", "", *made, "",
              "## How to use it", "", "```bash", f'bertkit predict --model {directory} "..."', "```", "",

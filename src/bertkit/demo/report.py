@@ -8,17 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import atomic_write_text
-from ..tasks import get_task
+from ..tasks import FAMILIES, get_task
 from .plots import plot_finetuning
-
-TASK_NAMES = {"classify": "single-sentence classification", "pair": "sentence-pair classification",
-              "qa": "extractive question answering", "ner": "named entity recognition"}
 
 
 def results_rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per task: its main metric from scratch and pre-trained, and the difference."""
     rows = []
-    for task in TASK_NAMES:
+    for task in FAMILIES:
         pre, scratch = results.get(f"fine-tune {task} (pretrained)"), results.get(f"fine-tune {task} (scratch)")
         if not pre or not scratch:
             continue
@@ -62,7 +59,7 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
         "",
         "| task | metric | from scratch | pre-trained | gain | 95% interval of the gain | a simple baseline |",
         "|---|---|---:|---:|---:|---:|---:|",
-        *[f"| {TASK_NAMES[r['task']]} | {r['metric']} | {r['scratch']:.1f} | {r['pretrained']:.1f} | {r['gain']:+.1f} | "
+        *[f"| {FAMILIES[r['task']].title} | {r['metric']} | {r['scratch']:.1f} | {r['pretrained']:.1f} | {r['gain']:+.1f} | "
           f"{_interval(r)} | {_baseline(baselines.get(r['task']))} |" for r in rows],
         "",
         "Scores on the dev sets of the checkpoints kept: each model's best epoch by the task's metric. The interval is a paired bootstrap over the dev examples (both "
@@ -91,7 +88,7 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
         "",
     ]
     for task, shown in predictions.items():
-        lines += [f"**{TASK_NAMES[task]}**", "", "| input | expected | pre-trained | from scratch |", "|---|---|---|---|"]
+        lines += [f"**{FAMILIES[task].title}**", "", "| input | expected | pre-trained | from scratch |", "|---|---|---|---|"]
         t = get_task(task)
         lines += [f"| {_cell(t.show_input(e['input'], e['pair']))} | {_cell(e['expected'])} | "
                   f"{_cell(t.show_prediction(e['pretrained']))} | {_cell(t.show_prediction(e['scratch']))} |" for e in shown]

@@ -132,6 +132,8 @@ class Family:
     name: str
     build: Callable[..., Task]
     options: frozenset[str]
+    title: str  # what the family does, in words ("extractive question answering")
+    pipeline_tag: str  # its task on the Hugging Face Hub (a model card's pipeline_tag)
 
 
 # ---------------------------------------------------------------------------------------------------

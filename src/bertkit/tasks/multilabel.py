@@ -216,5 +216,7 @@ def classification(name: str, *, multi_label: bool = False, **options: Any) -> C
 
 
 _PAIRS = frozenset({"regression", "multi_label", "threshold", "tune_thresholds", "class_weights"})
-CLASSIFY = Family("classify", functools.partial(classification, "classify"), _PAIRS | {"long", "stride"})
-PAIR = Family("pair", functools.partial(classification, "pair"), _PAIRS)
+CLASSIFY = Family("classify", functools.partial(classification, "classify"), _PAIRS | {"long", "stride"},
+                  "single-sentence classification", "text-classification")
+PAIR = Family("pair", functools.partial(classification, "pair"), _PAIRS, "sentence-pair classification",
+              "text-classification")

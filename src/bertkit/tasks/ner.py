@@ -330,7 +330,8 @@ class NERTask:
         return None
 
 
-NER = Family("ner", NERTask, frozenset({"scheme", "crf", "constrained"}))
+NER = Family("ner", NERTask, frozenset({"scheme", "crf", "constrained"}), "named entity recognition",
+             "token-classification")
 
 
 class _Layout:

@@ -346,7 +346,8 @@ class QATask:
         return None
 
 
-QA = Family("qa", QATask, frozenset({"doc_stride", "null_threshold"}))
+QA = Family("qa", QATask, frozenset({"doc_stride", "null_threshold"}), "extractive question answering",
+            "question-answering")
 
 
 def _answer_tokens(example: QAExample, offsets: np.ndarray) -> tuple[int, int] | None:
