@@ -16,7 +16,7 @@ from bertkit.cli import build_parser, main
 
 COMMANDS = [
     "demo", "tokenize", "vocab", "prepare", "pretrain", "finetune", "evaluate", "predict", "plot", "info",
-    "export", "serve", "fill-mask", "embed", "attention", "mask",
+    "export", "serve", "fill-mask", "embed", "attention", "mask", "distill",
 ]
 
 
@@ -155,19 +155,20 @@ def declared_options(cls: type, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize("command", ["finetune", "pretrain", "prepare", "serve", "demo"])
+@pytest.mark.parametrize("command", ["finetune", "pretrain", "prepare", "serve", "demo", "distill"])
 def test_each_declared_setting_is_a_documented_flag_that_sets_it(command: str) -> None:
     """A setting declared once (its field, with help) is a flag of its command that fills exactly that setting,
     listed in docs/commands.md: adding an option is that declaration and its use, nothing else."""
     from bertkit import settings
     from bertkit.demo import DemoSettings
+    from bertkit.distillation import DistillSettings
     from bertkit.finetune import FinetuneSettings
     from bertkit.pretrain import PretrainSettings
     from bertkit.pretraining import PrepareSettings
     from bertkit.serve import ServeSettings
 
     cls = {"finetune": FinetuneSettings, "pretrain": PretrainSettings, "prepare": PrepareSettings,
-           "serve": ServeSettings, "demo": DemoSettings}[command]
+           "serve": ServeSettings, "demo": DemoSettings, "distill": DistillSettings}[command]
     parser = build_parser(only=command)
     sub = next(a for a in parser._actions if a.dest == "command").choices[command]
     flags = {a.dest: a for a in sub._actions if a.option_strings}
@@ -193,7 +194,8 @@ def test_each_declared_setting_is_a_documented_flag_that_sets_it(command: str) -
         if value is not None:
             assert got[key] == value, (flag, got[key])
         else:
-            assert got[key] == action.type(argv[1]), (flag, got[key])
+            parsed = action.type(argv[1])
+            assert got[key] == ([parsed] if action.nargs == "+" else parsed), (flag, got[key])
     # and the other way: every flag of the command fills a declared setting, or is one of the command's own
-    own = {"help", "config", "resume", "out", "input", "vocab", "revision"} if command != "finetune" else {"help", "config", "resume"}
+    own = {"help", "config", "resume", "out", "input", "vocab", "revision"} if command not in ("finetune", "distill") else {"help", "config", "resume"}
     assert {d for d in flags if d not in declared} <= own

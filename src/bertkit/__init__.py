@@ -1,7 +1,8 @@
 """bertkit: BERT (Devlin et al., 2018) as fast, tested PyTorch software.
 
 The public names load on first use, so that `import bertkit` is quick and using an exported model
-(bertkit.runtime) does not import torch.
+(bertkit.runtime) does not import torch. `bertkit.distill(bertkit.DistillSettings(...))` distills a fine-tuned
+teacher (bertkit.distillation).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ _HOME = {
     "BertForTokenClassification": "heads",
     "BertModel": "model",
     "BertkitError": "errors",
+    "DistillSettings": "distillation",
     "Pipeline": "predict",
     "Tokenizer": "tokenizer",
+    "distill": "distillation",
     "pipeline": "predict",
 }
 __all__ = [
@@ -42,8 +45,10 @@ __all__ = [
     "BertForTokenClassification",
     "BertModel",
     "BertkitError",
+    "DistillSettings",
     "Pipeline",
     "Tokenizer",
+    "distill",
     "pipeline",
 ]
 __version__ = "0.1.0"

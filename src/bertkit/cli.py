@@ -118,6 +118,16 @@ def cmd_finetune(args: argparse.Namespace) -> None:
         print(json.dumps({"best": best, **({"test": summary["test"]} if "test" in summary else {}), "model": str(Path(cfg.out) / "model")}))
 
 
+def cmd_distill(args: argparse.Namespace) -> None:
+    from .distillation import DistillSettings, distill
+
+    cfg = _run_settings(DistillSettings, args, args.out)
+    summary = distill(cfg, resume=args.resume)
+    if int(os.environ.get("RANK", "0")) == 0:
+        shown = {k: summary[k] for k in ("student", "teacher_scores", "alone") if k in summary}
+        print(json.dumps({**shown, "model": str(Path(cfg.out) / "model")}))
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from .finetune import FinetuneDataSettings
     from .predict import pipeline
@@ -284,6 +294,14 @@ def _finetune(p: argparse.ArgumentParser) -> Command:
     return cmd_finetune
 
 
+def _distill(p: argparse.ArgumentParser) -> Command:
+    from .distillation import DistillSettings
+
+    settings.add_options(p, DistillSettings)
+    _run_options(p, "continue the run in --out from its last checkpoint", "loss.temperature=4")
+    return cmd_distill
+
+
 def _evaluate(p: argparse.ArgumentParser) -> Command:
     from .finetune import FinetuneDataSettings
 
@@ -394,6 +412,11 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], Command]
                  "Fine-tune a pre-trained BERT the way the paper does; the best model goes to OUT/model. Settings come "
                  "from --config (TOML/JSON), the options below, then key=value overrides such as optim.weight_decay=0 "
                  "or train.eval_batch_size=128.", _finetune),
+    "distill": ("a small student that learns a fine-tuned teacher's answers",
+                "Distill a fine-tuned teacher into a smaller student (the teacher's own layers, a preset, or a "
+                "pre-trained small model): soft targets, labels, hidden states and attention, each weighted; "
+                "OUT/model is an ordinary fine-tuned model folder. Settings come from --config, the options below, "
+                "then key=value overrides such as loss.temperature=4.", _distill),
     "evaluate": ("scores of a fine-tuned model on a labelled file (JSON)",
                  "Evaluate a model folder written by `bertkit finetune` on a labelled file.", _evaluate),
     "predict": ("predictions of a fine-tuned model (JSON lines)",

@@ -21,6 +21,7 @@ import logging
 import math
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -466,6 +467,28 @@ def _one_run(cfg: FinetuneSettings, base: Path, task: Task, metric: str, labels:
     set_seed(t.seed)
     model = MODEL_CLASSES[task.architecture].from_pretrained(base, id2label=dict(enumerate(labels)), problem_type=task.problem_type,
                                              **task.model_options)
+    tok = Tokenizer.from_pretrained(base)
+    objective = TaskObjective(task.per_token_loss, None if weights is None else torch.tensor(weights, device=ctx.device))
+    state, seconds = fit(model, objective, train_features, dev_features, task, metric, t, o, run_dir, ctx, resume,
+                         lambda m, tmp, scores, chosen: save_finetuned(m, tok, tmp, task, labels, cfg, scores, chosen))
+    meta = read_task_file(run_dir / "model")
+    dev, chosen = meta["dev"], meta["selected"]
+    if ctx.is_main:
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # the run is done: its model is saved
+        atomic_write_text(done, json.dumps({"dev": dev, "step": chosen["step"], "epoch": chosen["epoch"],
+                                            "seconds": seconds, "history": state.history}) + "\n")
+    log.warning("run bs=%d lr=%g epochs=%d: best %s %.2f after step %d (epoch %g); dev %s (%.0f s)", t.batch_size, o.lr,
+                t.epochs, metric, dev[metric], chosen["step"], chosen["epoch"],
+                ", ".join(f"{k} {v:.2f}" for k, v in dev.items()), seconds)
+    return RunResult(t.batch_size, o.lr, t.epochs, dev, chosen["step"], chosen["epoch"], seconds, run_dir, state.history)
+
+
+def fit(model: nn.Module, objective: Any, train_features: Features, dev_features: Features, task: Task, metric: str,
+        t: FinetuneTrainSettings, o: OptimSettings, run_dir: Path, ctx: distributed.Context, resume: bool,
+        save: Callable[[nn.Module, Path, dict[str, float], dict[str, Any]], None]) -> tuple[Any, float]:
+    """Trains a task model on `train_features` with `objective` (fine-tuning's, or distillation's), evaluating on
+    dev every epoch (or `t.eval_every` updates) and keeping the best checkpoint by `metric` in RUN/model, written by
+    `save(model, folder, dev scores, which evaluation)`; gives the loop's final state and the seconds it took."""
     if t.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.to(ctx.device)
@@ -480,7 +503,6 @@ def _one_run(cfg: FinetuneSettings, base: Path, task: Task, metric: str, labels:
                       checkpoint_every=eval_every, keep_checkpoints=1, num_workers=0, seed=t.seed,
                       progress=t.progress)
     selection = Selection(metric, t.early_stopping)
-    tok = Tokenizer.from_pretrained(base)
     kept = recover_dir(run_dir / "model")
 
     def evaluate(m: nn.Module, step: int) -> dict[str, float]:
@@ -491,26 +513,16 @@ def _one_run(cfg: FinetuneSettings, base: Path, task: Task, metric: str, labels:
         if is_better(metric, scores[metric], before):
             chosen = {"metric": metric, "step": step, "epoch": round(step / batches.per_epoch, 2)}
             with staged_dir(kept) as tmp:
-                save_finetuned(model, tok, tmp, task, labels, cfg, scores, chosen)
+                save(model, tmp, scores, chosen)
         return scores
 
     t0 = time.perf_counter()
-    objective = TaskObjective(task.per_token_loss, None if weights is None else torch.tensor(weights, device=ctx.device))
     state = train(model, objective, batches, optimizer, scheduler, loop, run_dir, ctx,
                   evaluate=evaluate, resume=resume, stop_when=selection.stop,
                   run_config={"batch_size": t.batch_size, "lr": o.lr, "epochs": t.epochs, "seed": t.seed})
     seconds = time.perf_counter() - t0
     distributed.barrier()  # the main process has written the kept checkpoint
-    meta = read_task_file(kept)
-    dev, chosen = meta["dev"], meta["selected"]
-    if ctx.is_main:
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # the run is done: its model is saved
-        atomic_write_text(done, json.dumps({"dev": dev, "step": chosen["step"], "epoch": chosen["epoch"],
-                                            "seconds": seconds, "history": state.history}) + "\n")
-    log.warning("run bs=%d lr=%g epochs=%d: best %s %.2f after step %d (epoch %g); dev %s (%.0f s)", t.batch_size, o.lr,
-                t.epochs, metric, dev[metric], chosen["step"], chosen["epoch"],
-                ", ".join(f"{k} {v:.2f}" for k, v in dev.items()), seconds)
-    return RunResult(t.batch_size, o.lr, t.epochs, dev, chosen["step"], chosen["epoch"], seconds, run_dir, state.history)
+    return state, seconds
 
 
 def _tune_on_dev(model_dir: Path, task: Task, dev: Features, cfg: FinetuneSettings,

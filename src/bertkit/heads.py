@@ -166,8 +166,14 @@ class BertForSequenceClassification(Pretrained):
         labels: torch.Tensor | None = None,
     ) -> SequenceClassifierOutput:
         logits = self.classifier(self.bert(input_ids, attention_mask, token_type_ids).pooler_output)
-        loss = classification_loss(logits, labels, self.config.problem_type) if labels is not None else None
-        return SequenceClassifierOutput(loss, logits)
+        out = SequenceClassifierOutput(None, logits)
+        if labels is not None:
+            out.loss = self.loss_of(out, labels=labels)
+        return out
+
+    def loss_of(self, out: SequenceClassifierOutput, labels: torch.Tensor) -> torch.Tensor:
+        """The loss of outputs against their labels (what forward gives when it has labels)."""
+        return classification_loss(out.logits, labels, self.config.problem_type)
 
 
 @dataclass
@@ -200,10 +206,15 @@ class BertForQuestionAnswering(Pretrained):
     ) -> QuestionAnsweringOutput:
         hidden = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state
         start_logits, end_logits = span_logits(self.qa_outputs, hidden, attention_mask).unbind(-1)
-        loss = None
+        out = QuestionAnsweringOutput(None, start_logits.contiguous(), end_logits.contiguous())
         if start_positions is not None and end_positions is not None:
-            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
-        return QuestionAnsweringOutput(loss, start_logits.contiguous(), end_logits.contiguous())
+            out.loss = self.loss_of(out, start_positions=start_positions, end_positions=end_positions)
+        return out
+
+    def loss_of(self, out: QuestionAnsweringOutput, start_positions: torch.Tensor,
+                end_positions: torch.Tensor) -> torch.Tensor:
+        """The loss of outputs against their spans (what forward gives when it has them)."""
+        return span_loss(out.start_logits, out.end_logits, start_positions, end_positions)
 
 
 @dataclass
@@ -238,12 +249,17 @@ class BertForTokenClassification(Pretrained):
         labels: torch.Tensor | None = None,
     ) -> TokenClassifierOutput:
         logits = self.classifier(self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state)
-        loss = None
-        if labels is not None and self.crf is not None:
-            loss = -self.crf(*pack_words(logits, labels)).mean()
-        elif labels is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
-        return TokenClassifierOutput(loss, logits)
+        out = TokenClassifierOutput(None, logits)
+        if labels is not None:
+            out.loss = self.loss_of(out, labels=labels)
+        return out
+
+    def loss_of(self, out: TokenClassifierOutput, labels: torch.Tensor) -> torch.Tensor:
+        """The loss of outputs against their tags (what forward gives when it has them): the CRF's negative
+        log-likelihood of each sentence, or the mean cross-entropy of the labelled tokens."""
+        if self.crf is not None:
+            return -self.crf(*pack_words(out.logits, labels)).mean()
+        return F.cross_entropy(out.logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
 
 
 MODEL_CLASSES: dict[str, type[Pretrained]] = {

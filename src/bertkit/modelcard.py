@@ -56,6 +56,7 @@ def write_model_card(directory: Path, meta: dict[str, Any], summary: dict[str, A
         f"# {name}", "",
         f"A BERT fine-tuned with bertkit {version()} for {kind}, from `{settings['base_model']}`"
         + (f" at revision `{settings['revision']}`" if settings.get("revision") else "") + ".", "",
+        *_distilled(meta.get("distilled")),
         f"- Labels ({len(labels)}): " + ", ".join(f"`{label}`" for label in labels[:50]) + (" ..." if len(labels) > 50 else ""),
         f"- Trained on `{data.get('train')}`, chosen on `{data.get('dev')}`" + (f", tested on `{data['test']}`" if data.get("test") else ""),
         f"- Kept: the checkpoint after step {best.get('step')} (epoch {best.get('epoch')}) of the run with batch size "
@@ -77,3 +78,16 @@ def write_model_card(directory: Path, meta: dict[str, Any], summary: dict[str, A
     text = "\n".join([*header, "", *body])
     atomic_write_text(directory / "README.md", text)
     return text
+
+
+def _distilled(recipe: dict[str, Any] | None) -> list[str]:
+    """The card's line on a distilled student: its teacher and the recipe (`bertkit distill`)."""
+    if not recipe or recipe.get("alone"):
+        return []
+    w = recipe["losses"]
+    parts = [f"soft targets x{w['soft']:g} at T={w['temperature']:g}", f"labels x{w['hard']:g}"]
+    parts += [f"{name} x{w[name]:g}" for name in ("hidden", "attention") if w[name]]
+    unlabeled = f", with {recipe['unlabeled_rows']:,} unlabeled rows" if recipe.get("unlabeled_rows") else ""
+    return [f"- Distilled from the teacher `{recipe['teacher']}` into the student `{recipe['student']}`"
+            + (f" (from `{recipe['student_init']}`)" if recipe.get("student_init") else "")
+            + f": {', '.join(parts)}{unlabeled}"]

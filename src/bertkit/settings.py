@@ -323,10 +323,13 @@ def _settings_class(hint: Any) -> type | None:
 
 
 def _scalar(hint: Any) -> Any:
-    """The type a flag's text becomes: int, float, Path, bool or str (optional types unwrapped)."""
+    """The type a flag's text becomes: int, float, Path, bool or str (optional types unwrapped; a list or tuple's
+    items for a flag of several values)."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
         hint = args[0]
+    if typing.get_origin(hint) in (list, tuple) and typing.get_args(hint):
+        hint = typing.get_args(hint)[0]
     return hint if hint in (int, float, Path, bool) else str
 
 
