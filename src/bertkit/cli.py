@@ -429,7 +429,7 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], Command]
                   "Every head's attention over one text (or one head, large), below the input representation drawn "
                   "as the paper's Figure 2.", _attention),
     "mask": ("what pre-training's masking does to one input",
-             "Tokenize a text (and a pair) as prepare does and mask it as training does: the 15%% chosen, and which "
+             "Tokenize a text (and a pair) as prepare does and mask it as training does: the 15% chosen, and which "
              "became [MASK], a random token, or stayed.", _mask),
     "serve": ("a fine-tuned model behind HTTP, with dynamic batching",
               'Serve a fine-tuned model folder (PyTorch or exported) over HTTP: POST /v1/predict {"inputs": [...]}, '

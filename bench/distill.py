@@ -1,0 +1,270 @@
+"""Distillation on this machine: MiniLM-L6 teachers fine-tuned by bertkit, 3- and 2-layer students distilled from
+them beside the same layers fine-tuned alone, every model scored on held-out test data by `bertkit evaluate`, and
+each size's int8 speed (batch-1 forward, `bertkit serve` at 32 clients).
+
+    python -m bench.distill [--tasks sst2 mrpc conll squad] [--recipes] [--work runs/distill-bench]
+    # results: bench/results/distill.json (kept after every model: a rerun skips what is done)
+
+Per task (train / dev for choosing the checkpoint / test, scored):
+- sst2 (classify): 8,000 SST-2 training sentences / the next 1,000 / SST-2 dev (872), accuracy; the following
+  24,000 training sentences, without labels, are the unlabeled text (`--unlabeled`).
+- mrpc (pair): MRPC train less its last 500 pairs / those 500 / MRPC test (1,725), F1.
+- conll (ner): CoNLL-2003 eng.train / eng.testa / eng.testb, entity F1.
+- squad (qa): SQuAD v1.1 dev articles 0-29 (7,010 questions) / 30-37 / 38-47 (1,988), F1; length 256.
+Models: the teacher (MiniLM-L6, fine-tuned); `layers:0,2,4` of the teacher distilled, and MiniLM's layers 0, 2, 4
+(pre-trained, not fine-tuned) fine-tuned alone with the same settings; the same for `layers:0,3` (2 layers).
+`--recipes` first compares loss recipes on sst2 and conll (the 3-layer student): what docs/distill.md reports and
+what the defaults are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import ROOT, SHARED_DATA, machine
+
+MINILM = SHARED_DATA / "models" / "all-MiniLM-L6-v2"
+RESULTS = ROOT / "bench" / "results" / "distill.json"
+STUDENTS = {"3 layers": "layers:0,2,4", "2 layers": "layers:0,3"}
+SETTINGS = {  # task: family, metric, teacher epochs, lr, extra flags
+    "sst2": ("classify", "accuracy", 2, []), "mrpc": ("pair", "f1", 3, ["--metric", "f1"]),
+    "conll": ("ner", "f1", 2, []), "squad": ("qa", "f1", 2, ["--max-seq-length", "256"]),
+}
+TEACHER_LR, STUDENT_LR = "5e-5", "1e-4"
+RECIPES = {  # name: distill flags (the 3-layer student)
+    "soft only, T=2": ["--hard-weight", "0"],
+    "soft + labels, T=1": ["--temperature", "1"],
+    "soft + labels, T=2": [],
+    "soft + labels, T=4": ["--temperature", "4"],
+    "+ hidden states": ["--hidden-weight", "1"],
+    "+ hidden states and attention": ["--hidden-weight", "1", "--attention-weight", "1"],
+}
+
+
+def bertkit(*args: Any) -> str:
+    proc = subprocess.run([sys.executable, "-m", "bertkit", *map(str, args)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bertkit {' '.join(map(str, args))}:\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def data(work: Path) -> dict[str, dict[str, Path]]:
+    """The train / dev / test files of each task (and sst2's unlabeled text), written once into `work`."""
+    work.mkdir(parents=True, exist_ok=True)
+    sst2 = (SHARED_DATA / "sst2" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    mrpc = (SHARED_DATA / "mrpc" / "msr_paraphrase_train.txt").read_text(encoding="utf-8-sig").splitlines()
+    squad = json.loads((SHARED_DATA / "squad_v1.1" / "dev-v1.1.json").read_text(encoding="utf-8"))
+    files = {"sst2-train.tsv": "\n".join(sst2[:8001]), "sst2-dev.tsv": "\n".join([sst2[0], *sst2[8001:9001]]),
+             "sst2-unlabeled.txt": "\n".join(line.rsplit("\t", 1)[0] for line in sst2[9001:33001]),
+             "mrpc-train.tsv": "\n".join(mrpc[:-500]), "mrpc-dev.tsv": "\n".join([mrpc[0], *mrpc[-500:]])}
+    for name, articles in (("train", squad["data"][:30]), ("dev", squad["data"][30:38]), ("test", squad["data"][38:])):
+        files[f"squad-{name}.json"] = json.dumps({"version": "1.1", "data": articles})
+    for name, text in files.items():
+        if not (work / name).is_file():
+            (work / name).write_text(text + "\n", encoding="utf-8")
+    conll = SHARED_DATA / "conll2003"
+    return {
+        "sst2": {"train": work / "sst2-train.tsv", "dev": work / "sst2-dev.tsv", "test": SHARED_DATA / "sst2" / "dev.tsv",
+                 "unlabeled": work / "sst2-unlabeled.txt"},
+        "mrpc": {"train": work / "mrpc-train.tsv", "dev": work / "mrpc-dev.tsv",
+                 "test": SHARED_DATA / "mrpc" / "msr_paraphrase_test.txt"},
+        "conll": {"train": conll / "eng.train", "dev": conll / "eng.testa", "test": conll / "eng.testb"},
+        "squad": {"train": work / "squad-train.json", "dev": work / "squad-dev.json", "test": work / "squad-test.json"},
+    }
+
+
+def pretrained_layers(work: Path, layers: list[int]) -> Path:
+    """MiniLM's pre-trained embeddings and these layers: what a student fine-tuned alone starts from."""
+    import bertkit
+    from bertkit.students import build_student
+
+    folder = work / f"minilm-layers-{'-'.join(map(str, layers))}"
+    if not (folder / "config.json").is_file():
+        full = bertkit.BertForPreTraining.from_pretrained(MINILM)
+        build_student(full, "layers:" + ",".join(map(str, layers))).save_pretrained(folder)
+        bertkit.Tokenizer.from_pretrained(MINILM).save_pretrained(folder)
+    return folder
+
+
+def evaluate(model: Path, test: Path) -> dict[str, float]:
+    return json.loads(bertkit("evaluate", "--model", model, "--data", test).strip().splitlines()[-1])
+
+
+def timed(fn: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    return fn(), time.perf_counter() - t0
+
+
+def run_task(task: str, files: dict[str, Path], work: Path, results: dict[str, Any], save: Any,
+             recipe: list[str]) -> None:
+    family, metric, epochs, extra = SETTINGS[task]
+    out = results.setdefault("tasks", {}).setdefault(task, {"metric": metric})
+    common = ["--train", files["train"], "--dev", files["dev"], "--epochs", epochs, *extra, "train.progress=false"]
+    teacher = work / task / "teacher"
+    if "teacher" not in out:
+        _, seconds = timed(lambda: bertkit("finetune", "--task", family, "--model", MINILM, "--out", teacher,
+                                           "--lr", TEACHER_LR, *common))
+        out["teacher"] = {"test": evaluate(teacher / "model", files["test"]), "seconds": round(seconds)}
+        save()
+    for size, spec in STUDENTS.items():
+        layers = [int(i) for i in spec.removeprefix("layers:").split(",")]
+        key = f"{size} distilled"
+        if key not in out:
+            folder = work / task / f"distilled-{len(layers)}"
+            _, seconds = timed(lambda folder=folder, spec=spec: bertkit(
+                "distill", "--teacher", teacher / "model", "--student", spec, "--out", folder, "--lr", STUDENT_LR,
+                *common, *recipe))
+            out[key] = {"test": evaluate(folder / "model", files["test"]), "seconds": round(seconds)}
+            save()
+        key = f"{size} alone"
+        if key not in out:
+            folder = work / task / f"alone-{len(layers)}"
+            _, seconds = timed(lambda folder=folder, layers=layers: bertkit(
+                "finetune", "--task", family, "--model", pretrained_layers(work, layers), "--out", folder,
+                "--lr", STUDENT_LR, *common))
+            out[key] = {"test": evaluate(folder / "model", files["test"]), "seconds": round(seconds)}
+            save()
+        if task == "sst2" and size == "3 layers" and f"{key} + unlabeled" not in out:
+            folder = work / task / "distilled-3-unlabeled"
+            _, seconds = timed(lambda folder=folder, spec=spec: bertkit(
+                "distill", "--teacher", teacher / "model", "--student", spec, "--out", folder, "--lr", STUDENT_LR,
+                "--unlabeled", files["unlabeled"], *common, *recipe))
+            out["3 layers distilled + unlabeled"] = {"test": evaluate(folder / "model", files["test"]), "seconds": round(seconds)}
+            save()
+
+
+def recipes(task: str, files: dict[str, Path], work: Path, results: dict[str, Any], save: Any) -> None:
+    """The 3-layer student of `task` under each loss recipe: test score and seconds."""
+    _, metric, epochs, extra = SETTINGS[task]
+    teacher = work / task / "teacher" / "model"
+    out = results.setdefault("recipes", {}).setdefault(task, {"metric": metric})
+    for name, flags in RECIPES.items():
+        if name in out:
+            continue
+        folder = work / task / "recipe" / name.replace(" ", "_").replace(",", "").replace("=", "").replace("+", "plus")
+        _, seconds = timed(lambda folder=folder, flags=flags: bertkit(
+            "distill", "--teacher", teacher, "--student", STUDENTS["3 layers"], "--out", folder, "--lr", STUDENT_LR,
+            "--train", files["train"], "--dev", files["dev"], "--epochs", epochs, *extra, "train.progress=false", *flags))
+        out[name] = {"test": evaluate(folder / "model", files["test"]), "seconds": round(seconds)}
+        save()
+
+
+def speed(task: str, work: Path, files: dict[str, Path], results: dict[str, Any], save: Any, quick: bool) -> None:
+    """Each size's int8 export: the batch-1 forward in onnxruntime, and `bertkit serve` at 32 clients (an input of
+    the task's test data a request)."""
+    import asyncio
+
+    from bertkit import pipeline
+
+    from .loadgen import flood, json_body, summary
+    from .serve_api import start, stop
+
+    out = results["tasks"][task].setdefault("speed", {})
+    folders = {"teacher (6 layers)": work / task / "teacher" / "model", "3 layers": work / task / "distilled-3" / "model",
+               "2 layers": work / task / "distilled-2" / "model"}
+    pipe = pipeline(folders["teacher (6 layers)"])
+    examples = pipe.task.read(files["test"])
+    inputs = [_served_input(pipe.task, e) for e in examples.examples[:400]]
+    for name, folder in folders.items():
+        if name in out or not folder.is_dir():
+            continue
+        exported = folder.parent / "int8"
+        if not (exported / "model.onnx").is_file():
+            bertkit("export", "--model", folder, "--out", exported, "--quantize", "int8")
+        one = pipeline(exported, batch_size=1)
+        for item in inputs[:20]:
+            one.predict([item])
+        times = []
+        for item in inputs[: 100 if quick else 300]:
+            t0 = time.perf_counter()
+            one.predict([item])
+            times.append(time.perf_counter() - t0)
+        proc, port = start(["--model", str(exported)])
+        try:
+            load = summary(asyncio.run(flood(port, 32, 5 if quick else 15, "/v1/predict",
+                                             lambda c, k: json_body({"inputs": [inputs[(c * 13 + k) % len(inputs)]]}))),
+                           5 if quick else 15)
+        finally:
+            stop(proc)
+        out[name] = {"batch1_ms": round(1000 * statistics.median(times), 2), "serve_per_s": load["ok_per_s"],
+                     "serve_p50_ms": load["p50_ms"], "errors": load["server_errors"] + load["broken"]}
+        save()
+
+
+def _served_input(task: Any, example: Any) -> Any:
+    """A test example as the server's /v1/predict takes it."""
+    if task.second == "context":
+        return {"question": example.question, "context": example.context}
+    if task.second is not None:
+        return [example.text, example.pair]
+    return " ".join(example.words) if hasattr(example, "words") else example.text
+
+
+def epoch_cost(work: Path, files: dict[str, Path], results: dict[str, Any], save: Any) -> None:
+    """One epoch of the 3-layer student on sst2: distilled with the teacher's outputs cached (the cache made
+    beforehand) against fine-tuned alone, in turn, twice each."""
+    if "epoch cost" in results:
+        return
+    teacher = work / "sst2" / "teacher" / "model"
+    common = ["--train", files["train"], "--dev", files["dev"], "--epochs", "1", "--lr", STUDENT_LR, "train.progress=false"]
+    cached = work / "cost" / "distilled"
+    bertkit("distill", "--teacher", teacher, "--student", STUDENTS["3 layers"], "--out", cached, *common)  # the cache
+    rounds: dict[str, list[float]] = {"distilled": [], "alone": []}
+    for _ in range(2):
+        for name in rounds:
+            if name == "distilled":
+                for path in (cached / "run" / "checkpoints", cached / "run" / "model", cached / "run" / "log.jsonl"):
+                    subprocess.run(["rm", "-rf", str(path)], check=True)
+                args = ["distill", "--teacher", teacher, "--student", STUDENTS["3 layers"], "--out", cached, "--resume", *common]
+            else:
+                args = ["finetune", "--task", "classify", "--model", pretrained_layers(work, [0, 2, 4]), "--out",
+                        work / "cost" / "alone", *common]
+            t0 = time.perf_counter()
+            bertkit(*args)
+            rounds[name].append(time.perf_counter() - t0)
+    results["epoch cost"] = {"seconds": rounds, "ratio": round(min(rounds["distilled"]) / min(rounds["alone"]), 2)}
+    save()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--recipes", action="store_true", help="compare loss recipes on sst2 and conll first")
+    parser.add_argument("--recipe", nargs="*", default=[], help="distill flags for every student (default: the defaults)")
+    parser.add_argument("--speed", action="store_true", help="then time each size (int8 forward, serving, an epoch)")
+    parser.add_argument("--quick", action="store_true", help="shorter speed measurements")
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "distill-bench")
+    args = parser.parse_args(argv)
+    results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+
+    def save() -> None:
+        results.update({"command": "python -m bench.distill " + " ".join(argv or sys.argv[1:]), "machine": machine(),
+                        "date": datetime.date.today().isoformat(), "cores": os.cpu_count(),
+                        "recipe": args.recipe or "the defaults"})
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+
+    files = data(args.work)
+    for task in args.tasks:  # the scores first, then the timings (each on a machine doing nothing else)
+        print(f"== {task}", file=sys.stderr)
+        run_task(task, files[task], args.work, results, save, args.recipe)
+        if args.recipes and task in ("sst2", "conll"):
+            recipes(task, files[task], args.work, results, save)
+        print(json.dumps(results["tasks"][task], indent=1), file=sys.stderr)
+    if args.speed:
+        for task in args.tasks:
+            speed(task, args.work, files[task], results, save, args.quick)
+        epoch_cost(args.work, files["sst2"], results, save)
+
+
+if __name__ == "__main__":
+    main()
