@@ -67,6 +67,8 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "src" / "bertkit" / "data"
 DEFAULT_SHARED = REPO.parent / "shared" / "data"
 HAND_MADE = Path(__file__).resolve().parent / "demo_data"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from seed_tasks import seed_rows  # noqa: E402  (scripts/ is not a package)
 SEED = "bertkit-demo-v1"
 JIEBA_VERSION = "0.42.1"
 
@@ -823,6 +825,17 @@ def build(shared: Path) -> dict[str, bytes]:
         files[f"{lang}/ner/dev.txt"] = conll(dev)
         labels = sorted({t for _, tags in train for t in tags})
         stats[f"{lang}/ner"] = Stats({"train": len(train), "dev": len(dev)}, labels)
+
+        seeds = seed_rows(lang)  # the template tasks the seed walkthrough's examples are answered on
+        for split, rows in zip(("train", "dev"), seeds["sentiment"], strict=True):
+            files[f"{lang}/seed/sentiment/{split}.tsv"] = tsv(("sentence", "label"), rows)
+        for split, rows in zip(("train", "dev"), seeds["nli"], strict=True):
+            files[f"{lang}/seed/nli/{split}.tsv"] = tsv(("sentence1", "sentence2", "label"), rows)
+        for split, rows in zip(("train", "dev"), seeds["entities"], strict=True):
+            files[f"{lang}/seed/entities/{split}.txt"] = conll(rows)
+        for name, (train, dev) in seeds.items():
+            labels = sorted({t for _, tags in train for t in tags}) if name == "entities" else sorted({r[-1] for r in train})
+            stats[f"{lang}/seed/{name}"] = Stats({"train": len(train), "dev": len(dev)}, labels)
 
     files["DATA_LICENSES"] = data_licenses(files).encode()
     files["README.md"] = readme(stats).encode()
