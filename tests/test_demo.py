@@ -10,6 +10,7 @@ from pictures import check, check_attention, run_layout
 
 from bertkit.cli import main
 from bertkit.demo import TASKS, DemoSettings, demo
+from bertkit.demo.prose import WORDS, task_title
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -19,9 +20,10 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
     report = demo(DemoSettings(lang=lang, out=out, smoke=True, progress=False))
     assert report == out / "report.html"
     md = (out / "report.md").read_text(encoding="utf-8")
-    for task in ("classification", "question answering", "named entity recognition"):
-        assert task in md
-    assert "| **total** |" in md and "from scratch" in md
+    words = WORDS[lang]  # the report speaks the demo's language
+    for task in TASKS:
+        assert task_title(task, lang) in md
+    assert f"| **{words['total']}** |" in md and words["scratch"] in md and words["title"] in md
     html = report.read_text(encoding="utf-8")
     assert "<table>" in html and 'src="pretrain.png"' in html and 'src="finetune.png"' in html
     # pre-training's curves, a panel per metric group its log holds (loss, MLM and NSP accuracy, learning rate,
@@ -32,7 +34,9 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
     stages = json.loads((out / "stages.json").read_text())
     assert list(stages) == ["vocabulary", "prepare", "pre-train", "from-scratch twin",
                             *[s for t in TASKS for s in (f"fine-tune {t} (pretrained)", f"fine-tune {t} (scratch)", f"compare {t}")],
-                            "predict", "look inside"]
+                            *[s for t in ("sentiment", "nli", "entities")
+                              for s in (f"fine-tune {t} (pretrained)", f"fine-tune {t} (scratch)")],
+                            "predict", "seed examples", "look inside"]
     # pre-training's time budget: 70% of the demo's 10 minutes, less what the vocabulary and prepare took (the smoke
     # run's 12 steps end first)
     pretraining = json.loads((out / "pretrain" / "settings.json").read_text())["train"]
@@ -46,7 +50,17 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
             reported = stages[f"fine-tune {task} ({init})"]["result"]["dev"][compare["metric"]]
             assert compare[init] == pytest.approx(reported, abs=1e-6)
         assert compare["low"] <= compare["pretrained"] - compare["scratch"] <= compare["high"] or compare["low"] == compare["high"]
-    assert "| 95% interval of the gain | a simple baseline |" in md
+    # the claims are the table's: the gains counted are those whose interval lies above zero
+    clear = sum(stages[f"compare {t}"]["result"]["low"] > 0 for t in TASKS)
+    assert (f"**{clear} of 4**" if lang == "en" else f"**4 个任务中的 {clear} 个**") in md
+    # the seed walkthrough's examples, each with what every model answered, marked right or wrong
+    from bertkit.demo.run import SEEDS
+
+    seeds = stages["seed examples"]["result"]
+    assert [s["input"] for s in seeds] == [text for _, text, _, _ in SEEDS[lang]]
+    for shown in seeds:
+        assert shown["input"] in md and set(shown) >= {"pretrained", "scratch"}
+    assert md.count(" ✓") + md.count(" ✗") >= 2 * len(seeds)
     # what the report shows: every example's input and expected answer beside both models' answers; a simple baseline
     # for each task; the masked-word panel; an attention picture
     from bertkit.demo.run import EXAMPLES, baselines, data_dir
@@ -56,7 +70,7 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
             assert text in md and f"| {expected} |" in md
         assert f"{baselines(lang)[task]['score']:.1f} ({baselines(lang)[task]['baseline']})" in md
     inside = stages["look inside"]["result"]
-    assert len(inside["fill_mask"]) == 4 and "## What pre-training learnt: the masked word" in md
+    assert len(inside["fill_mask"]) == 4 and f"## {words['fill_mask']}" in md
     dev = (data_dir(lang) / "classify" / "dev.tsv").read_text(encoding="utf-8").lower()
     for row in inside["fill_mask"]:
         assert row["masked"].count("[MASK]") == 1 and len(row["pretrained"]) == len(row["scratch"]) == 5
@@ -74,3 +88,25 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
     assert main(["demo", "--lang", lang, "--out", str(out), "--smoke"]) == 0
     err = caplog.text
     assert "pre-train: done before" in err and "== fine-tune ner (scratch)" in err and "== predict" in err
+
+
+@pytest.mark.slow
+def test_the_reference_column_and_its_absence(tmp_path: Path, tiny_model: Path, monkeypatch) -> None:
+    """--reference fine-tunes another model on the same tasks as a third column; offline with nothing cached, the
+    report says so in one line and the rest runs."""
+    out = tmp_path / "with"
+    demo(DemoSettings(lang="en", out=out, smoke=True, progress=False, reference=str(tiny_model)))
+    md = (out / "report.md").read_text(encoding="utf-8")
+    stages = json.loads((out / "stages.json").read_text())
+    assert f"| {tiny_model} | a simple baseline |" in md and f"--reference {tiny_model}" in md
+    for task in (*TASKS, "sentiment", "nli", "entities"):
+        assert f"fine-tune {task} (reference)" in stages
+    assert all("reference" in s for s in stages["seed examples"]["result"])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+    out = tmp_path / "without"
+    demo(DemoSettings(lang="en", out=out, smoke=True, progress=False, reference="google/bert_uncased_L-4_H-256_A-4"))
+    md = (out / "report.md").read_text(encoding="utf-8")
+    lines = [line for line in md.splitlines() if "No column for the reference model" in line]
+    assert len(lines) == 1 and "google/bert_uncased_L-4_H-256_A-4" in lines[0]
+    assert "(reference)" not in (out / "stages.json").read_text()

@@ -10,10 +10,12 @@ from typing import Any
 from ..fileio import atomic_write_text
 from ..tasks import FAMILIES, get_task
 from .plots import plot_finetuning
+from .prose import WORDS, claims, task_title
 
 
 def results_rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per task: its main metric from scratch and pre-trained, and the difference."""
+    """One row per main task: its main metric from scratch, pre-trained and (when run) from the reference model, and
+    the pre-trained model's gain with its 95% interval."""
     rows = []
     for task in FAMILIES:
         pre, scratch = results.get(f"fine-tune {task} (pretrained)"), results.get(f"fine-tune {task} (scratch)")
@@ -22,96 +24,107 @@ def results_rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         metric = pre["metric"]
         a, b = scratch["dev"].get(metric, float("nan")), pre["dev"].get(metric, float("nan"))
         interval = results.get(f"compare {task}") or {}  # the gain's 95% interval on the dev examples
+        reference = results.get(f"fine-tune {task} (reference)")
         rows.append({"task": task, "metric": metric, "scratch": a, "pretrained": b, "gain": b - a,
                      "low": interval.get("low"), "high": interval.get("high"),
+                     "reference": reference["dev"].get(metric) if reference else None,
                      "seconds": pre.get("seconds", 0) + scratch.get("seconds", 0)})
     return rows
 
 
-INTRO = {  # what ten minutes on a laptop CPU buy, and why (docs/demo.md has the runs behind it)
-    "en": "What ten minutes of pre-training on a laptop CPU buy: clear gains where the words of one text carry the "
-          "answer, classifying a sentence by its book and tagging names, since masked-word prediction teaches which "
-          "words go together and in what order; none on sentence pairs and questions, which ask the model to match one "
-          "segment against the other, something minutes of masked words do not teach (both models stay at the answer "
-          "priors they memorize: docs/demo.md lists about twenty tries that did not change it). A tiny model trained for "
-          "minutes also sits below simple baselines on classification, pairs and QA: the last column says how far.",
-}
-INTRO["zh"] = INTRO["en"]
-
-
 def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str, dict[str, Any]],
                  predictions: dict[str, Any], inside: dict[str, Any], baselines: dict[str, Any],
-                 machine: dict[str, str], total_seconds: float) -> Path:
-    """Writes report.md and report.html into `out`; gives the HTML's path."""
+                 machine: dict[str, str], total_seconds: float, reference: dict[str, Any] | None = None) -> Path:
+    """Writes report.md and report.html into `out`, in the demo's language; gives the HTML's path."""
+    w = WORDS[cfg.lang]
     rows = results_rows(results)
     plot_finetuning(out, [r["task"] for r in rows])
-    wins = sum(r["gain"] > 0 for r in rows)
-    clear = sum(r["low"] is not None and r["low"] > 0 for r in rows)
     pre = stages.get("pre-train", {}).get("result") or {}
+    ran = reference is not None and "path" in reference
+    name = (reference or {}).get("name", "")
+    inits = ("pretrained", "scratch", *(("reference",) if ran else ()))
+    heads = {"pretrained": w["pretrained"], "scratch": w["scratch"], "reference": f"{name}"}
     lines = [
-        f"# bertkit demo ({cfg.lang})",
-        "",
-        f"A {cfg.preset} BERT pre-trained for {pre.get('steps', '?')} steps on built-in public-domain text, then fine-tuned on "
-        f"four tasks beside a randomly initialized twin (the same initialization, no pre-training). Pre-training wins on **{wins} of {len(rows)}** tasks; "
-        f"on {clear} of them the 95% interval of the gain is above zero.",
-        "",
-        INTRO[cfg.lang],
-        "",
-        "| task | metric | from scratch | pre-trained | gain | 95% interval of the gain | a simple baseline |",
-        "|---|---|---:|---:|---:|---:|---:|",
-        *[f"| {FAMILIES[r['task']].title} | {r['metric']} | {r['scratch']:.1f} | {r['pretrained']:.1f} | {r['gain']:+.1f} | "
-          f"{_interval(r)} | {_baseline(baselines.get(r['task']))} |" for r in rows],
-        "",
-        "Scores on the dev sets of the checkpoints kept: each model's best epoch by the task's metric. The interval is a paired bootstrap over the dev examples (both "
-        "models' predictions of the same resampled examples): how far another dev set of the same kind could move the "
-        "gain. It does not cover the randomness of training: a rerun moves the pre-trained model's scores by a few points. "
-        "The baselines are measured on the same dev files when the data is built (scripts/demo_baselines.py).",
-        "",
-        f"Held-out masked-LM accuracy after pre-training: **{_pct(pre.get('mlm_acc'))}** (always guessing the most frequent "
-        f"token: {_pct(pre.get('baseline'))}; with the words of each segment shuffled: {_pct(pre.get('shuffled'))}, "
-        "the drop from the first is what the model reads from word order, beyond which words occur); "
-        f"next-sentence accuracy {_pct(pre.get('nsp_acc'))}.",
-        "",
-        *_fill_mask(inside.get("fill_mask", [])),
-        *_attention(inside.get("attention")),
-        "## Pre-training",
-        "",
-        "![pre-training curves](pretrain.png)",
-        "",
-        "## Fine-tuning (dev metric after every epoch)",
-        "",
-        "![fine-tuning curves](finetune.png)",
-        "",
-        "## Predictions",
-        "",
-        "The paper's examples where the built-in tasks allow them, with the answer a reader expects.",
-        "",
+        f"# {w['title']}", "",
+        w["lead"].format(preset=cfg.preset, steps=pre.get("steps", "?"),
+                         reference=w["with_reference"].format(name=f"`{name}`") if ran else ""), "",
+        *[line for c in claims(rows, baselines, reference, cfg.lang) for line in (c, "")],
+        w["columns"].format(reference=f"{name} | " if ran else ""),
+        "|---|---|---:|---:|---:|---:|" + ("---:|" if ran else "") + "---:|",
+        *[f"| {task_title(r['task'], cfg.lang)} | {r['metric']} | {r['scratch']:.1f} | {r['pretrained']:.1f} | "
+          f"{r['gain']:+.1f} | {_interval(r)} | " + (f"{_num(r['reference'])} | " if ran else "")
+          + f"{_baseline(baselines.get(r['task']))} |" for r in rows],
+        "", w["dev"], "",
+        w["mlm"].format(acc=_pct(pre.get("mlm_acc")), base=_pct(pre.get("baseline")), shuffled=_pct(pre.get("shuffled")),
+                        nsp=_pct(pre.get("nsp_acc"))), "",
+        *_seeds(predictions.get("seeds", []), inits, heads, cfg.lang),
+        *_fill_mask(inside.get("fill_mask", []), w),
+        *_attention(inside.get("attention"), w),
+        f"## {w['pretraining']}", "", "![pre-training curves](pretrain.png)", "",
+        f"## {w['finetuning']}", "", "![fine-tuning curves](finetune.png)", "",
+        f"## {w['examples']}", "", w["examples_lead"], "",
     ]
     for task, shown in predictions.items():
-        lines += [f"**{FAMILIES[task].title}**", "", "| input | expected | pre-trained | from scratch |", "|---|---|---|---|"]
+        if task == "seeds":
+            continue
         t = get_task(task)
+        lines += [f"**{task_title(task, cfg.lang)}**", "",
+                  f"| {w['input']} | {w['expected']} | " + " | ".join(heads[i] for i in inits) + " |",
+                  "|---|---|" + "---|" * len(inits)]
         lines += [f"| {_cell(t.show_input(e['input'], e['pair']))} | {_cell(e['expected'])} | "
-                  f"{_cell(t.show_prediction(e['pretrained']))} | {_cell(t.show_prediction(e['scratch']))} |" for e in shown]
+                  + " | ".join(_cell(t.show_prediction(e[i])) + _mark(e[i], e["expected"]) for i in inits if i in e) + " |"
+                  for e in shown]
         lines.append("")
-    lines += ["## Timings", "", "| stage | seconds |", "|---|---:|",
-              *[f"| {name} | {v['seconds']:.0f} |" for name, v in stages.items()],
-              f"| **total** | **{total_seconds:.0f}** |", "",
-              "## Machine", "", *[f"- {k}: {v}" for k, v in machine.items()], "",
-              f"Command: `bertkit demo --lang {cfg.lang} --minutes {cfg.minutes:g}`", ""]
+    lines += [f"## {w['timings']}", "", f"| {w['stage']} | {w['seconds']} |", "|---|---:|",
+              *[f"| {stage} | {v['seconds']:.0f} |" for stage, v in stages.items()],
+              f"| **{w['total']}** | **{total_seconds:.0f}** |", "",
+              f"## {w['machine']}", "", *[f"- {k}: {v}" for k, v in machine.items()], "",
+              f"{w['command']}: `bertkit demo --lang {cfg.lang} --minutes {cfg.minutes:g}"
+              + (f" --reference {name}" if reference else "") + "`", ""]
     md = "\n".join(lines)
     atomic_write_text(out / "report.md", md)
     atomic_write_text(out / "report.html", _html(md, cfg.lang))
     return out / "report.html"
 
 
-def _fill_mask(panel: list[dict[str, Any]]) -> list[str]:
+def _mark(prediction: dict[str, Any], expected: str) -> str:
+    return " ✓" if matches(prediction, expected) else " ✗"
+
+
+def matches(prediction: dict[str, Any], expected: str) -> bool:
+    """Whether a prediction is the expected answer: its label, its answer span's text, or its entities, as the
+    expected "PER: a, b; LOC: c" lists them (in any order)."""
+    if "entities" in prediction:
+        found = {(e["type"], e["text"]) for e in prediction["entities"]}
+        wanted = {(kind.strip(), name.strip()) for part in expected.split(";") for kind, names in [part.split(":", 1)]
+                  for name in names.split(",")}
+        return found == wanted
+    if "answer" in prediction:
+        return prediction["answer"].strip() == expected
+    return str(prediction.get("label")) == expected
+
+
+def _seeds(shown: list[dict[str, Any]], inits: tuple[str, ...], heads: dict[str, str], lang: str) -> list[str]:
+    """The seed walkthrough's examples: each input, the expected answer, every model's, right or wrong."""
+    if not shown:
+        return []
+    w = WORDS[lang]
+    lines = [f"## {w['seeds']}", "", w["seeds_lead"].format(lang=lang), "",
+             f"| {w['input']} | {w['expected']} | " + " | ".join(heads[i] for i in inits) + " |",
+             "|---|---|" + "---|" * len(inits)]
+    for e in shown:
+        t = get_task(e["family"])
+        cells = [_cell(t.show_prediction(e[i]["answer"])) + (" ✓" if e[i]["right"] else " ✗") for i in inits if i in e]
+        lines.append(f"| {_cell(t.show_input(e['input'], e['pair']))} | {_cell(e['expected'])} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _fill_mask(panel: list[dict[str, Any]], w: dict[str, str]) -> list[str]:
     """The task pre-training is: guessing a masked word, pre-trained model beside its twin, on held-out sentences."""
     if not panel:
         return []
-    return ["## What pre-training learnt: the masked word", "",
-            "Held-out sentences (from the classification dev file, which pre-training never saw) with one word masked, "
-            "and each model's five likeliest tokens (`bertkit fill-mask`):", "",
-            "| sentence | the word | pre-trained | from scratch |", "|---|---|---|---|",
+    return [f"## {w['fill_mask']}", "", w["fill_mask_lead"], "",
+            f"| {w['sentence']} | {w['word']} | {w['pretrained']} | {w['scratch']} |", "|---|---|---|---|",
             *[f"| {_cell(p['masked'])} | `{_cell(p['word'])}` | {_tokens(p['pretrained'])} | {_tokens(p['scratch'])} |"
               for p in panel], ""]
 
@@ -120,12 +133,10 @@ def _tokens(tokens: list[str]) -> str:
     return " ".join(f"`{_cell(t)}`" for t in tokens)
 
 
-def _attention(shown: dict[str, Any] | None) -> list[str]:
+def _attention(shown: dict[str, Any] | None, w: dict[str, str]) -> list[str]:
     if not shown:
         return []
-    return ["## Where the pre-trained model looks", "",
-            f"`bertkit attention` on the pair \"{shown['text']}\" / \"{shown['pair']}\": the input representation as the "
-            "paper's Figure 2 draws it, then every head of every layer (a row is a token, the columns what it attends to).",
+    return [f"## {w['attention']}", "", w["attention_lead"].format(text=shown["text"], pair=shown["pair"]),
             "", f"![attention of every head]({shown['picture']})", ""]
 
 
@@ -139,6 +150,10 @@ def _cell(text: str) -> str:
 
 def _interval(row: dict[str, Any]) -> str:
     return "?" if row["low"] is None else f"{row['low']:+.1f} to {row['high']:+.1f}"
+
+
+def _num(x: float | None) -> str:
+    return "?" if x is None else f"{x:.1f}"
 
 
 def _pct(x: float | None) -> str:

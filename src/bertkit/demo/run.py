@@ -36,7 +36,7 @@ from ..settings import one_of, option, positive
 from ..tasks import TASKS, get_task
 from ..tokenizer import Tokenizer
 from .plots import plot_run
-from .report import write_report
+from .report import matches, write_report
 from .stats import paired_bootstrap
 
 log = logging.getLogger("bertkit")
@@ -61,6 +61,20 @@ EXAMPLES: dict[str, dict[str, list[tuple[str, str | None, str]]]] = {
         "ner": [("小明在北京大学的燕园看了中国男篮的一场比赛", None, "PER: 小明; LOC: 北京大学, 燕园")],
     },
 }
+# The seed walkthrough's four examples, each answered by models fine-tuned on a task where it makes sense: a
+# review's sentiment, an NLI pair and entities with organizations on the small template tasks of data/LANG/seed
+# (the main tasks hold none of them), the question on the main QA task. (job, text, pair or context, expected)
+SEEDS: dict[str, list[tuple[str, str, str | None, str]]] = {
+    "en": [("sentiment", "The wontons taste terrible, think twice before ordering…", None, "negative"),
+           ("nli", "Two women are hugging each other.", "Two women are showing affection.", "entailment"),
+           ("qa", "What's my name?", "My name is Clara and I live in Berkeley.", "Clara"),
+           ("entities", "Xiaoming watched a game of the Chinese men's basketball team at Yanyuan of Peking University.",
+            None, "PER: Xiaoming; ORG: Chinese men's basketball team, Peking University; LOC: Yanyuan")],
+    "zh": [("sentiment", "抄手很难吃，慎点…", None, "negative"),
+           ("nli", "两个女人互相拥抱。", "两个女人在表达爱意。", "entailment"),
+           ("qa", "我叫什么名字？", "我叫克拉拉，住在伯克利。", "克拉拉"),
+           ("entities", "小明在北京大学的燕园看了中国男篮的一场比赛", None, "PER: 小明; ORG: 北京大学, 中国男篮; LOC: 燕园")],
+}
 FILL_MASK_SENTENCES = 4  # held-out sentences (the classification dev file: none of them was pre-trained on)
 
 
@@ -75,6 +89,8 @@ class DemoSettings(settings.Settings):
     progress: bool = True
     # a check that everything runs: a few steps and a sample of each task, in about a minute
     smoke: bool = option(False, "a quick check that everything runs (few steps, small samples)")
+    reference: str | None = option(None, "also fine-tune a really pre-trained BERT (a Hugging Face name or a folder) "
+                                         "on the same tasks: what pre-training at scale buys", metavar="MODEL")
 
 
 def data_dir(lang: str) -> Path:
@@ -124,17 +140,22 @@ def demo(cfg: DemoSettings) -> Path:
     stages.run("pre-train", _pretrain, out, cfg, pretrain_s)
     stages.run("from-scratch twin", _scratch_twin, out, cfg)
 
+    reference = stages.run("reference model", _reference, cfg) if cfg.reference else None
+    inits = ("pretrained", "scratch", *(("reference",) if reference and "path" in reference else ()))
     results: dict[str, dict[str, Any]] = {}
-    for task in TASKS:
-        for init in ("pretrained", "scratch"):
-            key = f"fine-tune {task} ({init})"
-            results[key] = stages.run(key, _finetune, src, out, task, init, cfg)
-        results[f"compare {task}"] = stages.run(f"compare {task}", _compare, src, out, task, cfg)
-    predictions = stages.run("predict", _predict, out, cfg)
+    for job in JOBS:
+        for init in inits:
+            key = f"fine-tune {job} ({init})"
+            results[key] = stages.run(key, _finetune, src, out, job, init, cfg, reference)
+        if job in TASKS:
+            results[f"compare {job}"] = stages.run(f"compare {job}", _compare, src, out, job, cfg)
+    predictions = stages.run("predict", _predict, out, cfg, inits)
+    predictions["seeds"] = stages.run("seed examples", _seed_examples, out, cfg, inits)
     inside = stages.run("look inside", _look_inside, src, out, cfg)
 
     total = sum(v["seconds"] for v in stages.done.values())  # over every run of the demo, if it was resumed
-    report = write_report(out, cfg, stages.done, results, predictions, inside, baselines(cfg.lang), machine(), total)
+    report = write_report(out, cfg, stages.done, results, predictions, inside, baselines(cfg.lang), machine(), total,
+                          reference)
     log.warning("demo done in %.1f min (this run %.1f min): %s", total / 60, (time.perf_counter() - t0) / 60, report)
     return report
 
@@ -209,31 +230,52 @@ def _scratch_twin(out: Path, cfg: DemoSettings) -> dict[str, Any]:
 
 BOOTSTRAP = 1000  # resamples for each gain's interval
 
-FINETUNE = {  # task: (epochs, batch size, learning rate, max sequence length)
-    "classify": (4, 32, 1e-3, 128),
-    "pair": (4, 32, 1e-3, 128),
-    "qa": (4, 32, 1e-3, 256),
-    "ner": (4, 32, 1e-3, 128),
+# What the demo fine-tunes: the four main tasks, then the seed examples' template tasks.
+# job: (family, data folder, file extension, epochs, batch size, learning rate, max sequence length)
+JOBS: dict[str, tuple[str, str, str, int, int, float, int]] = {
+    "classify": ("classify", "classify", "tsv", 4, 32, 1e-3, 128),
+    "pair": ("pair", "pair", "tsv", 4, 32, 1e-3, 128),
+    "qa": ("qa", "qa", "json", 4, 32, 1e-3, 256),
+    "ner": ("ner", "ner", "txt", 4, 32, 1e-3, 128),
+    "sentiment": ("classify", "seed/sentiment", "tsv", 2, 32, 1e-3, 64),
+    "nli": ("pair", "seed/nli", "tsv", 4, 32, 1e-3, 64),
+    "entities": ("ner", "seed/entities", "txt", 2, 32, 1e-3, 64),
 }
+REFERENCE_LR, REFERENCE_EPOCHS = 5e-5, 3  # the paper's grid for a really pre-trained model
 
 
-def _task_files(src: Path, out: Path, task: str, cfg: DemoSettings) -> tuple[Path, Path]:
-    """The task's train and dev files (a smoke run: their first examples)."""
-    ext = {"classify": "tsv", "pair": "tsv", "qa": "json", "ner": "txt"}[task]
-    train, dev = src / task / f"train.{ext}", src / task / f"dev.{ext}"
+def _task_files(src: Path, out: Path, job: str, cfg: DemoSettings) -> tuple[Path, Path]:
+    """The job's train and dev files (a smoke run: their first examples)."""
+    _, folder, ext, *_ = JOBS[job]
+    train, dev = src / folder / f"train.{ext}", src / folder / f"dev.{ext}"
     if cfg.smoke:
-        return sample_file(train, out / "sample" / task), sample_file(dev, out / "sample" / task)
+        return sample_file(train, out / "sample" / job), sample_file(dev, out / "sample" / job)
     return train, dev
 
 
-def _finetune(src: Path, out: Path, task: str, init: str, cfg: DemoSettings) -> dict[str, Any]:
-    epochs, batch, lr, max_len = FINETUNE[task]
-    train, dev = _task_files(src, out, task, cfg)
+def _reference(cfg: DemoSettings) -> dict[str, Any]:
+    """The reference model's folder, or why there is none (offline with nothing cached: the demo goes on)."""
+    from ..hub import resolve_model
+
+    try:
+        return {"name": cfg.reference, "path": str(resolve_model(cfg.reference))}
+    except BertkitError as e:
+        log.warning("no reference column: %s", e)
+        return {"name": cfg.reference, "missing": str(e)}
+
+
+def _finetune(src: Path, out: Path, job: str, init: str, cfg: DemoSettings,
+              reference: dict[str, Any] | None = None) -> dict[str, Any]:
+    family, _, _, epochs, batch, lr, max_len = JOBS[job]
+    train, dev = _task_files(src, out, job, cfg)
+    if init == "reference":
+        lr, epochs = REFERENCE_LR, REFERENCE_EPOCHS
     if cfg.smoke:
         epochs = 1
-    model = out / "pretrain" / "model" if init == "pretrained" else out / "scratch"
+    model = {"pretrained": out / "pretrain" / "model", "scratch": out / "scratch",
+             "reference": Path((reference or {}).get("path", ""))}[init]
     ft = settings.load(FinetuneSettings, flags={
-        "task.name": task, "model": model, "data.train": train, "data.dev": dev, "out": out / "finetune" / f"{task}-{init}",
+        "task.name": family, "model": model, "data.train": train, "data.dev": dev, "out": out / "finetune" / f"{job}-{init}",
         "train.epochs": epochs, "train.batch_size": batch, "optim.lr": lr, "task.max_seq_length": max_len,
         "train.seed": cfg.seed, "train.progress": cfg.progress,
     })
@@ -282,18 +324,29 @@ def sample_file(path: Path, folder: Path, n: int = 48) -> Path:
     return out
 
 
-def _predict(out: Path, cfg: DemoSettings) -> dict[str, Any]:
-    """Both models' answers to the examples, beside the examples themselves and what a reader expects."""
+def _predict(out: Path, cfg: DemoSettings, inits: tuple[str, ...] = ("pretrained", "scratch")) -> dict[str, Any]:
+    """Every model's answers to the examples, beside the examples themselves and what a reader expects."""
     shown: dict[str, Any] = {}
     for task in TASKS:
         examples = EXAMPLES[cfg.lang][task]
         texts = [e[0] for e in examples]
         pairs = [e[1] for e in examples] if get_task(task).second is not None else None
         answers = {init: pipeline(out / "finetune" / f"{task}-{init}" / "model")(texts, pairs)  # type: ignore[arg-type]
-                   for init in ("pretrained", "scratch")}
+                   for init in inits}
         shown[task] = [{"input": text, "pair": pair, "expected": expected,
                         **{init: answers[init][k] for init in answers}}
                        for k, (text, pair, expected) in enumerate(examples)]
+    return shown
+
+
+def _seed_examples(out: Path, cfg: DemoSettings, inits: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The seed walkthrough's examples, each answered by every model fine-tuned on its task, marked right or wrong."""
+    shown = []
+    for job, text, pair, expected in SEEDS[cfg.lang]:
+        answers = {init: pipeline(out / "finetune" / f"{job}-{init}" / "model")([text], [pair] if pair else None)[0]
+                   for init in inits}
+        shown.append({"job": job, "family": JOBS[job][0], "input": text, "pair": pair, "expected": expected,
+                      **{init: {"answer": answers[init], "right": matches(answers[init], expected)} for init in inits}})
     return shown
 
 

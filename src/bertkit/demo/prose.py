@@ -1,0 +1,136 @@
+"""The words of the demo's report, in the report's language: its fixed sentences, and the claims it makes,
+computed from its own numbers (how many gains are clear of zero, which models beat which baselines), so that
+no sentence of a report can say more than its table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..tasks import FAMILIES
+
+WORDS: dict[str, dict[str, str]] = {
+    "en": {
+        "title": "bertkit demo (English)",
+        "lead": "A {preset} BERT pre-trained for {steps} steps on built-in public-domain text, then fine-tuned on the four "
+                "task families beside a randomly initialized twin (the same initialization, no pre-training){reference}.",
+        "with_reference": ", and beside {name}, a BERT really pre-trained at scale, fine-tuned on the same data",
+        "clear": "Pre-training wins clearly on **{k} of {n}** tasks{names}: the 95% interval of the gain lies above zero.",
+        "unclear": "On {names} the pre-trained model scores higher, but the interval spans zero: another dev set of the "
+                   "same kind could turn the gain around, so it is not counted.",
+        "worse": "On {names} it scores lower.",
+        "above": "The ten-minute model beats the simple baseline on {names}.",
+        "below": "It stays below the simple baseline on {names}.",
+        "reference": "{name} beats the ten-minute model on {better} and the simple baseline on {baseline}.",
+        "no_reference": "No column for the reference model {name}: {why}",
+        "none": "none",
+        "and": " and ",
+        "dev": "Every score is on the dev set each model's best epoch was chosen on (the task's metric after each epoch), "
+               "so each is a little optimistic, every column alike. The interval is a paired bootstrap over the dev "
+               "examples: how far another dev set of the same kind could move the gain; it does not cover the randomness "
+               "of training (a rerun moves the scores by a few points). The baselines are measured on the same dev files "
+               "when the data is built (scripts/demo_baselines.py).",
+        "columns": "| task | metric | from scratch | pre-trained (this run) | gain | 95% interval of the gain | {reference}a simple baseline |",
+        "mlm": "Held-out masked-LM accuracy after pre-training: **{acc}** (always guessing the most frequent token: {base}; "
+               "with the words of each segment shuffled: {shuffled}, the drop from the first is what the model reads from "
+               "word order, beyond which words occur); next-sentence accuracy {nsp}.",
+        "seeds": "The seed walkthrough's examples",
+        "seeds_lead": "Each answered by the models fine-tuned on a task where it makes sense: the review's sentiment, the "
+                      "NLI pair and the entities (with organizations) on the small template tasks of "
+                      "src/bertkit/data/{lang}/seed (the main tasks hold none of them), the question on the main QA task. "
+                      "✓ right, ✗ wrong.",
+        "examples": "The main tasks' own examples",
+        "examples_lead": "Sentences of the kinds each main task holds, with the answer a reader expects.",
+        "input": "input", "expected": "expected", "pretrained": "pre-trained (this run)", "scratch": "from scratch",
+        "fill_mask": "What pre-training learnt: the masked word",
+        "fill_mask_lead": "Held-out sentences (from the classification dev file, which pre-training never saw) with one "
+                          "word masked, and each model's five likeliest tokens (`bertkit fill-mask`):",
+        "sentence": "sentence", "word": "the word",
+        "attention": "Where the pre-trained model looks",
+        "attention_lead": "`bertkit attention` on the pair \"{text}\" / \"{pair}\": the input representation as the paper's "
+                          "Figure 2 draws it, then every head of every layer; the caption under the maps says how to read "
+                          "them.",
+        "pretraining": "Pre-training", "finetuning": "Fine-tuning (dev metric after every epoch)",
+        "timings": "Timings", "stage": "stage", "seconds": "seconds", "total": "total", "machine": "Machine",
+        "command": "Command",
+    },
+    "zh": {
+        "title": "bertkit 演示（中文）",
+        "lead": "一个 {preset} 规模的 BERT 在内置的公版文本上预训练了 {steps} 步，再在四类任务上微调；旁边是一个随机初始化的"
+                "孪生模型（初始化相同，没有预训练）{reference}。",
+        "with_reference": "，以及在同样数据上微调的、真正大规模预训练过的 {name}",
+        "clear": "预训练在 **{n} 个任务中的 {k} 个**上明显胜出{names}：增益的 95% 区间在零以上。",
+        "unclear": "在{names}上预训练模型得分更高，但区间跨过零：换一份同类的开发集，增益可能反过来，所以不计入。",
+        "worse": "在{names}上它得分更低。",
+        "above": "十分钟的模型在{names}上胜过简单基线。",
+        "below": "在{names}上它仍低于简单基线。",
+        "reference": "{name} 在{better}上胜过十分钟的模型，在{baseline}上胜过简单基线。",
+        "no_reference": "没有参照模型 {name} 这一列：{why}",
+        "none": "没有任务",
+        "and": "和",
+        "dev": "所有分数都在用来挑选每个模型最佳轮次的开发集上（每轮之后看任务的指标），因此都略为乐观，各列相同。区间是在开发集"
+               "样本上的配对自助法：换一份同类的开发集，增益可能移动多少；它不包括训练本身的随机性（重跑一次，分数会差几个点）。"
+               "简单基线在构建数据时于同样的开发集上测得（scripts/demo_baselines.py）。",
+        "columns": "| 任务 | 指标 | 从零训练 | 预训练（本次） | 增益 | 增益的 95% 区间 | {reference}简单基线 |",
+        "mlm": "预训练后在留出数据上的掩码预测准确率：**{acc}**（总猜最常见的词：{base}；把每段的词打乱后：{shuffled}，"
+               "与前者之差就是模型从词序中读到的东西）；下一句预测准确率 {nsp}。",
+        "seeds": "种子示例",
+        "seeds_lead": "每个示例都由在合适任务上微调的模型回答：评论的情感、自然语言推理的句对、以及（含机构名的）实体，用 "
+                      "src/bertkit/data/{lang}/seed 中的小模板任务（主任务里都没有这几种），问题用主问答任务。✓ 对，✗ 错。",
+        "examples": "主任务自己的示例",
+        "examples_lead": "每个主任务所含类型的句子，以及读者期待的答案。",
+        "input": "输入", "expected": "期待的答案", "pretrained": "预训练（本次）", "scratch": "从零训练",
+        "fill_mask": "预训练学到了什么：被遮住的词",
+        "fill_mask_lead": "留出的句子（来自分类任务的开发集，预训练从未见过），遮住一个字，以及每个模型最可能的五个词"
+                          "（`bertkit fill-mask`）：",
+        "sentence": "句子", "word": "被遮住的字",
+        "attention": "预训练模型在看哪里",
+        "attention_lead": "`bertkit attention` 作用于句对“{text}” / “{pair}”：上方是论文图 2 那样的输入表示，下方是每一层的"
+                          "每个头；图下的说明讲如何读这些图。",
+        "pretraining": "预训练", "finetuning": "微调（每轮后的开发集指标）",
+        "timings": "用时", "stage": "阶段", "seconds": "秒", "total": "总计", "machine": "机器",
+        "command": "命令",
+    },
+}
+TITLES = {"zh": {"classify": "单句分类", "pair": "句对分类", "qa": "抽取式问答", "ner": "命名实体识别"}}
+
+
+def task_title(task: str, lang: str) -> str:
+    return TITLES.get(lang, {}).get(task) or FAMILIES[task].title
+
+
+def _names(tasks: list[str], lang: str) -> str:
+    w = WORDS[lang]
+    names = [task_title(t, lang) for t in tasks]
+    if not names:
+        return w["none"]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + w["and"] + names[-1] if lang == "en" else "、".join(names)
+
+
+def claims(rows: list[dict[str, Any]], baselines: dict[str, Any], reference: dict[str, Any] | None, lang: str) -> list[str]:
+    """The report's sentences on its own table: the gains clear of zero (counted) and the others (not counted),
+    the baselines beaten and not, and what the reference model does."""
+    w = WORDS[lang]
+    clear = [r["task"] for r in rows if r["low"] is not None and r["low"] > 0]
+    unclear = [r["task"] for r in rows if r["gain"] > 0 and r["task"] not in clear]
+    worse = [r["task"] for r in rows if r["gain"] <= 0]
+    lines = [w["clear"].format(k=len(clear), n=len(rows),
+                               names=f" ({_names(clear, lang)})" if clear and lang == "en" else
+                               (f"（{_names(clear, lang)}）" if clear else ""))]
+    if unclear:
+        lines.append(w["unclear"].format(names=_names(unclear, lang)))
+    if worse:
+        lines.append(w["worse"].format(names=_names(worse, lang)))
+    scored = [r for r in rows if baselines.get(r["task"])]
+    above = [r["task"] for r in scored if r["pretrained"] > baselines[r["task"]]["score"]]
+    below = [r["task"] for r in scored if r["task"] not in above]
+    lines.append(" ".join(s for s in (w["above"].format(names=_names(above, lang)) if above else "",
+                                      w["below"].format(names=_names(below, lang)) if below else "") if s))
+    if reference and "missing" in reference:
+        lines.append(w["no_reference"].format(name=reference["name"], why=reference["missing"]))
+    elif reference:
+        with_ref = [r for r in rows if r.get("reference") is not None]
+        better = [r["task"] for r in with_ref if r["reference"] > r["pretrained"]]
+        beats = [r["task"] for r in with_ref if baselines.get(r["task"]) and r["reference"] > baselines[r["task"]]["score"]]
+        lines.append(w["reference"].format(name=reference["name"], better=_names(better, lang),
+                                           baseline=_names(beats, lang)))
+    return [line for line in lines if line]
