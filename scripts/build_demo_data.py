@@ -69,6 +69,7 @@ DEFAULT_SHARED = REPO.parent / "shared" / "data"
 HAND_MADE = Path(__file__).resolve().parent / "demo_data"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from seed_tasks import seed_rows  # noqa: E402  (scripts/ is not a package)
+
 SEED = "bertkit-demo-v1"
 JIEBA_VERSION = "0.42.1"
 
