@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# Tests never reach the Hugging Face Hub: huggingface_hub reads this once, when first imported.
+os.environ["HF_HUB_OFFLINE"] = "1"
+
 SHARED_DATA = Path(__file__).parents[1] / ".." / "shared" / "data"
 
 

@@ -102,11 +102,13 @@ def test_the_reference_column_and_its_absence(tmp_path: Path, tiny_model: Path, 
     for task in (*TASKS, "sentiment", "nli", "entities"):
         assert f"fine-tune {task} (reference)" in stages
     assert all("reference" in s for s in stages["seed examples"]["result"])
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+    from huggingface_hub import constants  # read once at import: the environment alone would come too late
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     out = tmp_path / "without"
     demo(DemoSettings(lang="en", out=out, smoke=True, progress=False, reference="google/bert_uncased_L-4_H-256_A-4"))
     md = (out / "report.md").read_text(encoding="utf-8")
     lines = [line for line in md.splitlines() if "No column for the reference model" in line]
-    assert len(lines) == 1 and "google/bert_uncased_L-4_H-256_A-4" in lines[0]
+    assert len(lines) == 1 and "google/bert_uncased_L-4_H-256_A-4" in lines[0] and "HF_HUB_OFFLINE is set" in lines[0]
     assert "(reference)" not in (out / "stages.json").read_text()
