@@ -20,10 +20,12 @@ SIDES = ("pytorch fp32", "onnxruntime fp32", "onnxruntime int8")
 def deploy_markdown(folder: Path = RESULTS) -> str:
     """Gives the sections for whichever of the two result files exist ("" when neither does)."""
     parts = []
+    from .distill import section as distill_section
     from .serve_api import section as serve_api_section
 
     for name, render in (("quantize.json", quantize_section), ("serve.json", serve_section),
-                         ("finetune_practice.json", practice_section), ("serve_api.json", serve_api_section)):
+                         ("finetune_practice.json", practice_section), ("serve_api.json", serve_api_section),
+                         ("distill.json", distill_section)):
         path = folder / name
         if path.is_file():
             parts.append(render(json.loads(path.read_text(encoding="utf-8"))))

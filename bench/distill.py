@@ -268,3 +268,83 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ---- bench/RESULTS.md ------------------------------------------------------------------------------------------
+
+TASK_NAMES = {"sst2": "SST-2 (classify, accuracy)", "mrpc": "MRPC (pair, F1)", "conll": "CoNLL-2003 (ner, F1)",
+              "squad": "SQuAD v1.1 (qa, F1)"}
+
+
+def section(data: dict[str, Any]) -> str:
+    """Section 10 of bench/RESULTS.md, from bench/results/distill.json."""
+    from .report import table
+
+    m = data["machine"]
+    lines = ["## 10. Distillation (bench/distill.py)", "",
+             f"Measured by `{data['command'].strip()}` on {data['date']} ({m.get('cpu')}, {data['cores']} cores, torch "
+             f"{m.get('torch')}). Teachers: all-MiniLM-L6-v2 fine-tuned by bertkit; students: `layers:0,2,4` and "
+             "`layers:0,3` of the teacher, distilled with the default recipe; \"alone\": MiniLM's pre-trained layers "
+             "0, 2, 4 (0, 3) fine-tuned on the labels with the same settings. Test scores by `bertkit evaluate` on "
+             "held-out data (the script's docstring has the splits).", ""]
+    rows, targets = [], []
+    kept_all, beats = [], 0
+    for task, r in data.get("tasks", {}).items():
+        metric = r["metric"]
+
+        def score(key: str, r: dict[str, Any] = r, metric: str = metric) -> float | None:
+            return r[key]["test"][metric] if key in r else None
+
+        t = score("teacher")
+        row = [TASK_NAMES.get(task, task), _f(t)]
+        for size in ("3 layers", "2 layers"):
+            d, a = score(f"{size} distilled"), score(f"{size} alone")
+            row += [_f(d) + (f" ({100 * d / t:.1f}%)" if d is not None and t else ""), _f(a),
+                    f"{d - a:+.2f}" if d is not None and a is not None else "?"]
+        u = score("3 layers distilled + unlabeled")
+        row.append(_f(u) + (f" ({100 * u / t:.1f}%)" if u is not None and t else ""))
+        rows.append(row)
+        d3, a3 = score("3 layers distilled"), score("3 layers alone")
+        if d3 is not None and t:
+            kept_all.append((task, 100 * d3 / t))
+        if d3 is not None and a3 is not None and d3 - a3 >= 1:
+            beats += 1
+    lines += [table(["task", "teacher (6 layers)", "3 layers distilled (kept)", "3 alone", "gain", "2 layers distilled (kept)",
+                     "2 alone", "gain", "3 layers + unlabeled"], rows), ""]
+    speed_rows = []
+    for task, r in data.get("tasks", {}).items():
+        for name, s in r.get("speed", {}).items():
+            base = r["speed"].get("teacher (6 layers)", {}).get("serve_per_s")
+            speed_rows.append([task, name, s["batch1_ms"], s["serve_per_s"], f"{s['serve_per_s'] / base:.2f}x" if base else "?",
+                               s["errors"]])
+    if speed_rows:
+        lines += ["Each size's int8 export: the batch-1 forward (onnxruntime, median over test inputs) and `bertkit serve` "
+                  "at 32 clients, an input of the task's test data a request:", "",
+                  table(["task", "model", "batch-1 ms", "serve requests/s", "vs the teacher", "errors"], speed_rows), ""]
+    if "recipes" in data:
+        recipe_rows = [[task, name, _f(v["test"][r["metric"]]), v["seconds"]] for task, r in data["recipes"].items()
+                       for name, v in r.items() if isinstance(v, dict)]
+        lines += ["The 3-layer student under each loss recipe (test score, seconds of the whole run):", "",
+                  table(["task", "recipe", "test", "seconds"], recipe_rows), ""]
+    if "epoch cost" in data:
+        c = data["epoch cost"]
+        lines += [f"One epoch of the 3-layer student on sst2, distilled from the cached teacher outputs against fine-tuned "
+                  f"alone, in turn: {c['seconds']['distilled']} s against {c['seconds']['alone']} s, **{c['ratio']:.2f}x**.", ""]
+    ok97 = [f"{t} {k:.1f}%" for t, k in kept_all]
+    targets = [["3 layers keep >= 97% of the teacher on each task", ", ".join(ok97) or "?",
+                _met(bool(kept_all) and all(k >= 97 for _, k in kept_all))],
+               ["3 layers beat the same layers alone by >= 1 point on >= 3 of 4", f"{beats} of {len(data.get('tasks', {}))}",
+                _met(beats >= 3)]]
+    if "epoch cost" in data:
+        targets.append(["a distilled epoch (cached) <= 1.3x one alone", f"{data['epoch cost']['ratio']:.2f}x",
+                        _met(data["epoch cost"]["ratio"] <= 1.3)])
+    lines += ["### Targets (issue 28)", "", table(["target", "measured", "status"], targets), ""]
+    return "\n".join(lines)
+
+
+def _f(x: float | None) -> str:
+    return "?" if x is None else f"{x:.2f}"
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "**not met**"
