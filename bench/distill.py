@@ -106,20 +106,15 @@ def timed(fn: Any) -> tuple[Any, float]:
 
 def run_task(task: str, files: dict[str, Path], work: Path, results: dict[str, Any], save: Any,
              recipe: list[str]) -> None:
-    family, metric, epochs, extra = SETTINGS[task]
-    out = results.setdefault("tasks", {}).setdefault(task, {"metric": metric})
+    family, _, epochs, extra = SETTINGS[task]
+    out = make_teacher(task, files, work, results, save)
     common = ["--train", files["train"], "--dev", files["dev"], "--epochs", epochs, *extra, "train.progress=false"]
     teacher = work / task / "teacher"
-    if "teacher" not in out:
-        _, seconds = timed(lambda: bertkit("finetune", "--task", family, "--model", MINILM, "--out", teacher,
-                                           "--lr", TEACHER_LR, *common))
-        out["teacher"] = {"test": evaluate(teacher / "model", files["test"]), "seconds": round(seconds)}
-        save()
     for size, spec in STUDENTS.items():
         layers = [int(i) for i in spec.removeprefix("layers:").split(",")]
         key = f"{size} distilled"
-        if key not in out:
-            folder = work / task / f"distilled-{len(layers)}"
+        folder = work / task / f"distilled-{len(layers)}"
+        if key not in out or not (folder / "model").is_dir():  # the speed measurements need the folder
             _, seconds = timed(lambda folder=folder, spec=spec: bertkit(
                 "distill", "--teacher", teacher / "model", "--student", spec, "--out", folder, "--lr", STUDENT_LR,
                 *common, *recipe))
@@ -133,7 +128,7 @@ def run_task(task: str, files: dict[str, Path], work: Path, results: dict[str, A
                 "--lr", STUDENT_LR, *common))
             out[key] = {"test": evaluate(folder / "model", files["test"]), "seconds": round(seconds)}
             save()
-        if task == "sst2" and size == "3 layers" and f"{key} + unlabeled" not in out:
+        if task == "sst2" and size == "3 layers" and "3 layers distilled + unlabeled" not in out:
             folder = work / task / "distilled-3-unlabeled"
             _, seconds = timed(lambda folder=folder, spec=spec: bertkit(
                 "distill", "--teacher", teacher / "model", "--student", spec, "--out", folder, "--lr", STUDENT_LR,
@@ -142,9 +137,24 @@ def run_task(task: str, files: dict[str, Path], work: Path, results: dict[str, A
             save()
 
 
+def make_teacher(task: str, files: dict[str, Path], work: Path, results: dict[str, Any], save: Any) -> dict[str, Any]:
+    """Fine-tunes the task's teacher unless its folder is there (its score is recorded again: it is seeded)."""
+    family, metric, epochs, extra = SETTINGS[task]
+    out = results.setdefault("tasks", {}).setdefault(task, {"metric": metric})
+    teacher = work / task / "teacher"
+    if "teacher" not in out or not (teacher / "model").is_dir():
+        _, seconds = timed(lambda: bertkit("finetune", "--task", family, "--model", MINILM, "--out", teacher,
+                                           "--lr", TEACHER_LR, "--train", files["train"], "--dev", files["dev"],
+                                           "--epochs", epochs, *extra, "train.progress=false"))
+        out["teacher"] = {"test": evaluate(teacher / "model", files["test"]), "seconds": round(seconds)}
+        save()
+    return out
+
+
 def recipes(task: str, files: dict[str, Path], work: Path, results: dict[str, Any], save: Any) -> None:
     """The 3-layer student of `task` under each loss recipe: test score and seconds."""
     _, metric, epochs, extra = SETTINGS[task]
+    make_teacher(task, files, work, results, save)
     teacher = work / task / "teacher" / "model"
     out = results.setdefault("recipes", {}).setdefault(task, {"metric": metric})
     for name, flags in RECIPES.items():
@@ -239,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--recipes", action="store_true", help="compare loss recipes on sst2 and conll first")
+    parser.add_argument("--only-recipes", action="store_true", help="the recipe comparison alone (it sets the defaults)")
     parser.add_argument("--recipe", nargs="*", default=[], help="distill flags for every student (default: the defaults)")
     parser.add_argument("--speed", action="store_true", help="then time each size (int8 forward, serving, an epoch)")
     parser.add_argument("--quick", action="store_true", help="shorter speed measurements")
@@ -256,10 +267,11 @@ def main(argv: list[str] | None = None) -> None:
     files = data(args.work)
     for task in args.tasks:  # the scores first, then the timings (each on a machine doing nothing else)
         print(f"== {task}", file=sys.stderr)
-        run_task(task, files[task], args.work, results, save, args.recipe)
         if args.recipes and task in ("sst2", "conll"):
             recipes(task, files[task], args.work, results, save)
-        print(json.dumps(results["tasks"][task], indent=1), file=sys.stderr)
+        if not args.only_recipes:
+            run_task(task, files[task], args.work, results, save, args.recipe)
+        print(json.dumps(results.get("tasks", {}).get(task), indent=1), file=sys.stderr)
     if args.speed:
         for task in args.tasks:
             speed(task, args.work, files[task], results, save, args.quick)

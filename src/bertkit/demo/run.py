@@ -12,6 +12,7 @@ import json
 import logging
 import platform
 import re
+import subprocess
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -401,6 +402,25 @@ def machine() -> dict[str, str]:
     except OSError:
         pass
     return {"cpu": cpu, "threads": str(torch.get_num_threads()), "python": platform.python_version(),
-            "torch": torch.__version__, "os": platform.platform()}
+            "torch": torch.__version__, "os": platform.platform(), "bertkit": version()}
+
+
+def version() -> str:
+    """bertkit's version, with the git commit when it runs from a checkout (and whether that had changes)."""
+    from .. import __version__
+
+    root = Path(__file__).resolve().parents[3]
+    if not (root / ".git").exists():
+        return __version__
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return __version__
+    return f"{__version__}, commit {commit}{' with uncommitted changes' if changed else ''}" if commit else __version__
 
 
