@@ -242,7 +242,10 @@ JOBS: dict[str, tuple[str, str, str, int, int, float, int]] = {
     "nli": ("pair", "seed/nli", "tsv", 4, 32, 1e-3, 64),
     "entities": ("ner", "seed/entities", "txt", 2, 32, 1e-3, 64),
 }
-REFERENCE_LR, REFERENCE_EPOCHS = 5e-5, 3  # the paper's grid for a really pre-trained model
+# A really pre-trained model gets the paper's fine-tuning grid at its longest (batch 16, 4 epochs) and its highest
+# rate: the demo's tasks are small (296 NLI pairs), and all-MiniLM-L6-v2 at batch 32 for 3 epochs scored 44% on
+# the NLI pairs and missed every place name (85% and 95.3 F1 at batch 16 for 4).
+REFERENCE_LR, REFERENCE_EPOCHS, REFERENCE_BATCH = 5e-5, 4, 16
 
 
 def _task_files(src: Path, out: Path, job: str, cfg: DemoSettings) -> tuple[Path, Path]:
@@ -270,7 +273,7 @@ def _finetune(src: Path, out: Path, job: str, init: str, cfg: DemoSettings,
     family, _, _, epochs, batch, lr, max_len = JOBS[job]
     train, dev = _task_files(src, out, job, cfg)
     if init == "reference":
-        lr, epochs = REFERENCE_LR, REFERENCE_EPOCHS
+        lr, epochs, batch = REFERENCE_LR, REFERENCE_EPOCHS, REFERENCE_BATCH
     if cfg.smoke:
         epochs = 1
     model = {"pretrained": out / "pretrain" / "model", "scratch": out / "scratch",
