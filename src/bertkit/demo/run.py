@@ -409,7 +409,7 @@ def machine() -> dict[str, str]:
 
 
 def version() -> str:
-    """bertkit's version, with the git commit when it runs from a checkout (and whether that had changes)."""
+    """bertkit's version, with the git commit when it runs from a checkout (and whether its code had changes)."""
     from .. import __version__
 
     root = Path(__file__).resolve().parents[3]
@@ -421,7 +421,7 @@ def version() -> str:
 
     try:
         commit = git("rev-parse", "--short", "HEAD")
-        changed = git("status", "--porcelain", "--untracked-files=no")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", "src")  # the code, not docs or results
     except (OSError, subprocess.SubprocessError):
         return __version__
     return f"{__version__}, commit {commit}{' with uncommitted changes' if changed else ''}" if commit else __version__
