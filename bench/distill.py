@@ -40,13 +40,13 @@ SETTINGS = {  # task: family, metric, teacher epochs, lr, extra flags
     "conll": ("ner", "f1", 2, []), "squad": ("qa", "f1", 2, ["--max-seq-length", "256"]),
 }
 TEACHER_LR, STUDENT_LR = "5e-5", "1e-4"
-RECIPES = {  # name: distill flags (the 3-layer student)
-    "soft only, T=2": ["--hard-weight", "0"],
+RECIPES = {  # name: distill flags (the 3-layer student); every one explicit, whatever the defaults are
+    "soft only, T=2": ["--hard-weight", "0", "--temperature", "2"],
     "soft + labels, T=1": ["--temperature", "1"],
-    "soft + labels, T=2": [],
+    "soft + labels, T=2": ["--temperature", "2"],
     "soft + labels, T=4": ["--temperature", "4"],
-    "+ hidden states": ["--hidden-weight", "1"],
-    "+ hidden states and attention": ["--hidden-weight", "1", "--attention-weight", "1"],
+    "+ hidden states, T=2": ["--hidden-weight", "1", "--temperature", "2"],
+    "+ hidden states and attention, T=2": ["--hidden-weight", "1", "--attention-weight", "1", "--temperature", "2"],
 }
 
 

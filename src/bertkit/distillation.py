@@ -75,7 +75,7 @@ class LossSettings(Settings):
                            check=non_negative)
     attention: float = option(0.0, "weight of the attention-score MSE (TinyBERT's)", flag="--attention-weight",
                               check=non_negative)
-    temperature: float = option(2.0, "the soft targets' temperature", check=positive)
+    temperature: float = option(4.0, "the soft targets' temperature", check=positive)
     layer_map: str | None = option(None, "student layer:teacher layer pairs, e.g. 0:1,1:3,2:5", metavar="MAP",
                                    shows="uniform: student layer i from teacher layer (i+1)k-1")
 
