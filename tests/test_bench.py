@@ -45,7 +45,9 @@ def check_comparison(record: dict, peaks: dict[str, float]) -> None:
     raw = record["raw"]
     ours, theirs = raw["seconds"]["bertkit"], raw["seconds"]["transformers"]
     # the same workload on both sides: the same rounds, round i on batch i % (number of batches) for both
-    assert len(ours) == len(theirs) == record["rounds"] == 3 and record["discarded"] == 0
+    # rounds run while other processes kept the machine busy are discarded and rerun (up to 20): a busy machine
+    # (CI beside other jobs) may discard some, and the kept rounds are still 3
+    assert len(ours) == len(theirs) == record["rounds"] == 3 and 0 <= record["discarded"] <= 20
     assert len(raw["tokens"]) == len(raw["flops"]) and all(t > 0 for t in raw["tokens"])
     assert raw["peak"] == peaks[record["config"]["precision"]]  # the peak of the record's precision
     # ratio: the median over rounds of t_transformers / t_bertkit, paired round by round; best-of: the fastest calls

@@ -69,14 +69,20 @@ def test_selection_is_a_function_of_the_history() -> None:
 
 def test_the_kept_checkpoint_is_the_best_evaluation_by_the_metric(tmp_path: Path, tiny_model: Path) -> None:
     train, dev = keyword_task(tmp_path / "train.tsv", 512, seed=0), keyword_task(tmp_path / "dev.tsv", 64, seed=1)
-    out = tmp_path / "out"
-    # a learning rate high enough that dev falls back after its early peak (so does any from 4e-3 to 8e-3)
-    summary = finetune(ft(model=tiny_model, data__train=train, data__dev=dev, out=out, train__epochs=3,
-                          train__batch_size=16, optim__lr=6e-3, train__eval_every=12, train__metric="mcc"))
-    evals = evaluations(out / "run")
-    assert [e["step"] for e in evals] == list(range(12, 97, 12))  # every 12 updates (32 an epoch), instead of every epoch
-    best = max(evals, key=lambda e: e["mcc"])  # max gives the first of equals
-    assert best["mcc"] > 50 and evals[-1]["mcc"] < best["mcc"] and len({e["mcc"] for e in evals}) > 2  # the choice mattered
+    # a learning rate high enough that dev falls back after its early peak, so that the choice matters. Where it
+    # peaks depends on the CPU's kernels (6e-3 fell back on an AMD EPYC and not on an Intel Xeon): the first of
+    # these rates whose last evaluation is below its best
+    for lr in (6e-3, 8e-3, 4e-3, 1e-2):
+        out = tmp_path / f"out-{lr:g}"
+        summary = finetune(ft(model=tiny_model, data__train=train, data__dev=dev, out=out, train__epochs=3,
+                              train__batch_size=16, optim__lr=lr, train__eval_every=12, train__metric="mcc"))
+        evals = evaluations(out / "run")
+        assert [e["step"] for e in evals] == list(range(12, 97, 12))  # every 12 updates (32 an epoch), not every epoch
+        best = max(evals, key=lambda e: e["mcc"])  # max gives the first of equals
+        if best["mcc"] > 50 and evals[-1]["mcc"] < best["mcc"] and len({e["mcc"] for e in evals}) > 2:
+            break  # the choice mattered
+    else:
+        pytest.fail("no learning rate gave a run whose dev score fell back after its peak")
     assert summary["metric"] == "mcc" and summary["best"]["step"] == best["step"]
     assert summary["best"]["epoch"] == round(best["step"] / 32, 2)
     assert summary["best"]["dev"] == {k: v for k, v in best.items() if k != "step"}
@@ -86,7 +92,7 @@ def test_the_kept_checkpoint_is_the_best_evaluation_by_the_metric(tmp_path: Path
     assert {k: v for k, v in kept.evaluate(dev).items() if k in best and k != "step"} == pytest.approx(summary["best"]["dev"])
     results = json.loads((out / "results.json").read_text())
     assert results["best"]["step"] == best["step"] and results["metric"] == "mcc"
-    assert f"| 16 | 0.006 | 3 | {best['step']} | {best['mcc']:.2f} | {best['accuracy']:.2f} |" in (out / "grid.md").read_text()
+    assert f"| 16 | {lr:g} | 3 | {best['step']} | {best['mcc']:.2f} | {best['accuracy']:.2f} |" in (out / "grid.md").read_text()
 
 
 def test_early_stopping_ends_a_run_that_stopped_improving(tmp_path: Path, builtin_data: Path, tiny_model: Path) -> None:

@@ -156,12 +156,16 @@ class _InlinePool:
 
 
 def _pool(n: int) -> Any:
-    """Gives a process pool: forked where the platform can (fast, and the caller's script needs no
-    `__main__` guard), spawned elsewhere; or the in-process stand-in for n <= 1."""
+    """Gives a process pool whose workers start from a clean process (forkserver, else spawn), or the in-process
+    stand-in for n <= 1. Never forked from the caller: a caller with threads (PyTorch's, tokenizers', a test
+    runner's) can hold a lock at the fork, and the child inherits it held and hangs, with the pool waiting on it
+    for ever (a CI run stalled so). As with any such pool, a script that calls prepare needs the
+    `if __name__ == "__main__":` guard."""
     if n <= 1:
         return _InlinePool()
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else "spawn").Pool(n, initializer=_worker_init)
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn").Pool(
+        n, initializer=_worker_init)
 
 
 def _worker_init() -> None:
