@@ -293,8 +293,9 @@ def section(data: dict[str, Any]) -> str:
     from .report import table
 
     m = data["machine"]
+    commands = data.get("commands") or [data["command"].strip()]
     lines = ["## 10. Distillation (bench/distill.py)", "",
-             f"Measured by `{data['command'].strip()}` on {data['date']} ({m.get('cpu')}, {data['cores']} cores, torch "
+             f"Measured by {'; '.join(f'`{c}`' for c in commands)}, last on {data['date']} ({m.get('cpu')}, {data['cores']} cores, torch "
              f"{m.get('torch')}). Teachers: all-MiniLM-L6-v2 fine-tuned by bertkit; students: `layers:0,2,4` and "
              "`layers:0,3` of the teacher, distilled with the default recipe (soft targets at T=4 and the labels, "
              "weight 1 each); \"alone\": MiniLM's pre-trained layers "
@@ -339,17 +340,20 @@ def section(data: dict[str, Any]) -> str:
     if "recipes" in data:
         recipe_rows = [[task, name, _f(v["test"][r["metric"]]), v["seconds"]] for task, r in data["recipes"].items()
                        for name, v in r.items() if isinstance(v, dict)]
-        lines += ["The 3-layer student under each loss recipe (test score, seconds of the whole run):", "",
+        lines += ["The 3-layer student under each loss recipe (test score; seconds of the whole run, on a machine not kept "
+                  "quiet for them: rough):", "",
                   table(["task", "recipe", "test", "seconds"], recipe_rows), ""]
     if "epoch cost" in data:
         c = data["epoch cost"]
         lines += [f"One epoch of the 3-layer student on sst2, distilled from the cached teacher outputs against fine-tuned "
                   f"alone, in turn: {c['seconds']['distilled']} s against {c['seconds']['alone']} s, **{c['ratio']:.2f}x**.", ""]
     ok97 = [f"{t} {k:.1f}%" for t, k in kept_all]
+    whole = len(kept_all) == len(SETTINGS)  # every task measured
+    pending = f"pending ({len(kept_all)} of {len(SETTINGS)} tasks measured)"
     targets = [["3 layers keep >= 97% of the teacher on each task", ", ".join(ok97) or "?",
-                _met(bool(kept_all) and all(k >= 97 for _, k in kept_all))],
-               ["3 layers beat the same layers alone by >= 1 point on >= 3 of 4", f"{beats} of {len(data.get('tasks', {}))}",
-                _met(beats >= 3)]]
+                _met(all(k >= 97 for _, k in kept_all)) if whole or any(k < 97 for _, k in kept_all) else pending],
+               ["3 layers beat the same layers alone by >= 1 point on >= 3 of 4", f"{beats} of {len(kept_all)}",
+                _met(beats >= 3) if whole or beats >= 3 else pending]]
     if "epoch cost" in data:
         targets.append(["a distilled epoch (cached) <= 1.3x one alone", f"{data['epoch cost']['ratio']:.2f}x",
                         _met(data["epoch cost"]["ratio"] <= 1.3)])
