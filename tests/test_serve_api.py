@@ -234,7 +234,12 @@ def test_forward_passes_keep_to_the_token_budget(task_models: dict[str, Path]) -
     assert [len(b) for b in batches(np.array([200, 10]), 8, False, max_tokens=100)] == [1, 1]  # over it: alone
     texts = [" ".join(TEXTS * k) for k in (1, 3, 6)] + TEXTS
     budget = pipeline(task_models["classify"], max_tokens=64)
-    assert budget(texts) == pipeline(task_models["classify"])(texts)  # split differently, the same answers
+    # split differently, the same answers: labels exactly, probabilities (rounded to 6 places) to the last digit,
+    # since batches of other shapes may take other kernels
+    split, whole = budget(texts), pipeline(task_models["classify"])(texts)
+    assert [a["label"] for a in split] == [b["label"] for b in whole]
+    for a, b in zip(split, whole, strict=True):
+        assert a["probabilities"] == pytest.approx(b["probabilities"], abs=2e-6)
 
 
 # ---- the routes on real models --------------------------------------------------------------------------------
