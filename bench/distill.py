@@ -128,7 +128,7 @@ def run_task(task: str, files: dict[str, Path], work: Path, results: dict[str, A
                 "--lr", STUDENT_LR, *common))
             out[key] = {"test": evaluate(folder / "model", files["test"]), "seconds": round(seconds)}
             save()
-        if task == "sst2" and size == "3 layers" and "3 layers distilled + unlabeled" not in out:
+        if task == "sst2" and size == "3 layers" and not any(k.startswith("3 layers distilled + unlabeled") for k in out):
             folder = work / task / "distilled-3-unlabeled"
             _, seconds = timed(lambda folder=folder, spec=spec: bertkit(
                 "distill", "--teacher", teacher / "model", "--student", spec, "--out", folder, "--lr", STUDENT_LR,

@@ -11,6 +11,8 @@ import collections
 import itertools
 import json
 import random
+import subprocess
+import sys
 import shutil
 from pathlib import Path
 
@@ -520,6 +522,23 @@ def test_output_does_not_depend_on_workers(shared_data, en_vocab, tmp_path):
         for kind in ("ids", "index"):
             name = f"{shard['name']}.{kind}.npy"
             assert np.array_equal(np.load(tmp_path / "1" / name), np.load(tmp_path / "2" / name)), name
+
+
+def test_a_script_without_the_main_guard_can_use_workers(shared_data, en_vocab, tmp_path):
+    """The workers do not import the calling script: one that calls prepare at its top level (no
+    `if __name__ == "__main__":`) would otherwise call it again in every worker, for ever."""
+    inputs = [shared_data / "pretrain" / "en" / "gutenberg" / "blake-poems.txt"]
+    script = tmp_path / "unguarded.py"
+    script.write_text("from bertkit.pretraining import prepare\n"
+                      f"meta = prepare({[str(p) for p in inputs]!r}, {str(en_vocab)!r}, {str(tmp_path / 'out')!r}, "
+                      "workers=2, buffer_mb=0.05, progress=False)\n"
+                      "import sys\n"
+                      "print('instances', meta['counts']['instances']['train'], sys.modules['__main__'].__file__)\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.count("RuntimeError") == 0
+    count, path = proc.stdout.split()[1:]
+    assert int(count) > 0 and path == str(script)  # the script's own __file__ is back
 
 
 def test_collate_pads_to_the_longest(brown_data):

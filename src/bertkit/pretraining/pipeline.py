@@ -14,6 +14,7 @@ whatever the corpus size.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -159,13 +160,30 @@ def _pool(n: int) -> Any:
     """Gives a process pool whose workers start from a clean process (forkserver, else spawn), or the in-process
     stand-in for n <= 1. Never forked from the caller: a caller with threads (PyTorch's, tokenizers', a test
     runner's) can hold a lock at the fork, and the child inherits it held and hangs, with the pool waiting on it
-    for ever (a CI run stalled so). As with any such pool, a script that calls prepare needs the
-    `if __name__ == "__main__":` guard."""
+    for ever (a CI run stalled so)."""
     if n <= 1:
         return _InlinePool()
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn").Pool(
-        n, initializer=_worker_init)
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    with _main_script_hidden():
+        return context.Pool(n, initializer=_worker_init)
+
+
+@contextlib.contextmanager
+def _main_script_hidden() -> Iterator[None]:
+    """Starts workers that do not import the caller's script. A fresh worker imports the `__main__` module it is
+    told of (its path or module name), so that functions defined there can be unpickled; the pool runs bertkit's
+    functions only, and a script calling prepare without the `if __name__ == "__main__":` guard would call it again
+    in every worker, which fails, and the pool would restart its workers for ever."""
+    main = sys.modules["__main__"]
+    saved = {name: main.__dict__[name] for name in ("__spec__", "__file__") if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def _worker_init() -> None:
