@@ -373,6 +373,13 @@ class Tokenizer:
 
     # --- encoding ---------------------------------------------------------------------------
 
+    def words(self, text: str) -> list[str]:
+        """Gives `text` split into words as BERT's basic tokenizer splits it, normalized as WordPiece reads them
+        (lower-cased and without accents for an uncased vocabulary)."""
+        normalizer = self._backend.normalizer
+        normalized = normalizer.normalize_str(text) if normalizer is not None else text
+        return [word for word, _ in self._backend.pre_tokenizer.pre_tokenize_str(normalized)]
+
     def tokenize(self, text: str) -> list[str]:
         """Gives the word pieces of `text`, without [CLS]/[SEP]."""
         return self._backend.encode(text, add_special_tokens=False).tokens

@@ -213,6 +213,9 @@ class ClassifyTask:
         examples = [TextExample(t, p, None, i + 1) for i, (t, p) in enumerate(zip(texts, seconds, strict=True))]
         return Dataset(examples, ReadReport("<input>", kept=len(examples)))
 
+    def texts_of(self, example: TextExample) -> tuple[str, str | None]:
+        return example.text, example.pair
+
     @property
     def second(self) -> str | None:
         return "second text" if self.name == "pair" else None

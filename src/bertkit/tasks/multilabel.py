@@ -158,6 +158,9 @@ class MultiLabelTask:
     def inputs_from_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, **opts: Any) -> Dataset:
         return self._texts.inputs_from_texts(texts, pairs, **opts)
 
+    def texts_of(self, example: TextExample) -> tuple[str, str | None]:
+        return self._texts.texts_of(example)
+
     @property
     def second(self) -> str | None:
         return self._texts.second

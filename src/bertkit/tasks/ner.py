@@ -289,6 +289,9 @@ class NERTask:
             examples.append(TagExample(words, None, i + 1, text, spans))
         return Dataset(examples, ReadReport("<input>", kept=len(examples)))
 
+    def texts_of(self, example: TagExample) -> tuple[tuple[str, ...], None]:
+        return example.words, None
+
     second = None
 
     def check_input(self, item: Any, where: str) -> None:

@@ -316,6 +316,9 @@ class QATask:
         examples = [QAExample(str(i + 1), q, c, (), (), None) for i, (q, c) in enumerate(zip(texts, pairs, strict=True))]
         return Dataset(examples, ReadReport("<input>", kept=len(examples)))
 
+    def texts_of(self, example: QAExample) -> tuple[str, str]:
+        return example.question, example.context
+
     second = "context"
 
     def check_input(self, item: Any, where: str) -> None:
