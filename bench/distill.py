@@ -40,6 +40,7 @@ SETTINGS = {  # task: family, metric, teacher epochs, lr, extra flags
     "conll": ("ner", "f1", 2, []), "squad": ("qa", "f1", 2, ["--max-seq-length", "256"]),
 }
 TEACHER_LR, STUDENT_LR = "5e-5", "1e-4"
+AUGMENT = 4  # TinyBERT made 20 copies of each input; 4 keep an sst2 run near the unlabeled one's size
 RECIPES = {  # name: distill flags (the 3-layer student); every one explicit, whatever the defaults are
     "soft only, T=2": ["--hard-weight", "0", "--temperature", "2"],
     "soft + labels, T=1": ["--temperature", "1"],
@@ -105,12 +106,14 @@ def timed(fn: Any) -> tuple[Any, float]:
 
 
 def run_task(task: str, files: dict[str, Path], work: Path, results: dict[str, Any], save: Any,
-             recipe: list[str]) -> None:
+             recipe: list[str], sizes: list[str], augment_model: Path | None) -> None:
     family, _, epochs, extra = SETTINGS[task]
     out = make_teacher(task, files, work, results, save)
     common = ["--train", files["train"], "--dev", files["dev"], "--epochs", epochs, *extra, "train.progress=false"]
     teacher = work / task / "teacher"
     for size, spec in STUDENTS.items():
+        if size.split()[0] not in sizes:
+            continue
         layers = [int(i) for i in spec.removeprefix("layers:").split(",")]
         key = f"{size} distilled"
         folder = work / task / f"distilled-{len(layers)}"
@@ -134,6 +137,15 @@ def run_task(task: str, files: dict[str, Path], work: Path, results: dict[str, A
                 "distill", "--teacher", teacher / "model", "--student", spec, "--out", folder, "--lr", STUDENT_LR,
                 "--unlabeled", files["unlabeled"], *common, *recipe))
             out["3 layers distilled + unlabeled"] = {"test": evaluate(folder / "model", files["test"]), "seconds": round(seconds)}
+            save()
+        key = f"3 layers distilled + {AUGMENT} augmented copies"
+        if task == "sst2" and size == "3 layers" and augment_model is not None and key not in out:
+            folder = work / task / "distilled-3-augmented"
+            _, seconds = timed(lambda folder=folder, spec=spec: bertkit(
+                "distill", "--teacher", teacher / "model", "--student", spec, "--out", folder, "--lr", STUDENT_LR,
+                "--augment", AUGMENT, "--augment-model", augment_model, *common, *recipe))
+            out[key] = {"test": evaluate(folder / "model", files["test"]), "seconds": round(seconds),
+                        "augment_model": str(augment_model)}
             save()
 
 
@@ -251,6 +263,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--recipes", action="store_true", help="compare loss recipes on sst2 and conll first")
     parser.add_argument("--only-recipes", action="store_true", help="the recipe comparison alone (it sets the defaults)")
     parser.add_argument("--recipe", nargs="*", default=[], help="distill flags for every student (default: the defaults)")
+    parser.add_argument("--sizes", nargs="+", default=["3", "2"], choices=["3", "2"], help="student sizes (layers)")
+    parser.add_argument("--augment-model", type=Path, help="a masked LM: also distill sst2's 3-layer student with "
+                                                           f"{AUGMENT} augmented copies of each input")
     parser.add_argument("--speed", action="store_true", help="then time each size (int8 forward, serving, an epoch)")
     parser.add_argument("--quick", action="store_true", help="shorter speed measurements")
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "distill-bench")
@@ -270,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.recipes and task in ("sst2", "conll"):
             recipes(task, files[task], args.work, results, save)
         if not args.only_recipes:
-            run_task(task, files[task], args.work, results, save, args.recipe)
+            run_task(task, files[task], args.work, results, save, args.recipe, args.sizes, args.augment_model)
         print(json.dumps(results.get("tasks", {}).get(task), indent=1), file=sys.stderr)
     if args.speed:
         for task in args.tasks:

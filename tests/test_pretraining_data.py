@@ -11,9 +11,9 @@ import collections
 import itertools
 import json
 import random
+import shutil
 import subprocess
 import sys
-import shutil
 from pathlib import Path
 
 import numpy as np

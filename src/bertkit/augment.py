@@ -71,20 +71,16 @@ class Augmenter:
         batches = range(0, len(jobs), self.batch_size)
         for b in tqdm(batches, desc="augment: the masked LM's candidates", disable=not self.progress):
             batch = jobs[b:b + self.batch_size]
-            width = max(len(j[2]) for j in batch)
-            input_ids = torch.zeros(len(batch), width, dtype=torch.long)
-            mask = torch.zeros(len(batch), width, dtype=torch.long)
-            for r, (_, _, masked, _) in enumerate(batch):
-                input_ids[r, :len(masked)] = torch.tensor(masked)
-                mask[r, :len(masked)] = 1
-            labels = torch.full_like(input_ids, -100)
-            for r, (_, _, _, pos) in enumerate(batch):
-                labels[r, pos] = 0  # only marks where to predict
+            width = max(len(masked) for _, _, masked, _ in batch)
+            input_ids = torch.tensor([masked + [self.tok.pad_token_id] * (width - len(masked)) for _, _, masked, _ in batch])
+            attention = (torch.arange(width) < torch.tensor([[len(masked)] for _, _, masked, _ in batch])).long()
+            where = torch.full_like(input_ids, -100)  # the MLM head runs where this is not -100: the masks
+            where[torch.arange(len(batch)), torch.tensor([pos for *_, pos in batch])] = 0
             with torch.inference_mode():
-                logits = self.mlm(input_ids.to(self.device), mask.to(self.device),
-                                  mlm_labels=labels.to(self.device)).prediction_logits.float().cpu()  # (B, V)
-            for r, (s, w, masked, pos) in enumerate(batch):
-                row = logits[r].masked_fill(~self.allowed, float("-inf"))
+                logits = self.mlm(input_ids.to(self.device), attention.to(self.device),
+                                  mlm_labels=where.to(self.device)).prediction_logits.float().cpu()  # (B, V)
+            logits = logits.masked_fill(~self.allowed, float("-inf"))
+            for row, (s, w, _, _) in zip(logits, batch, strict=True):
                 row[ids[s][w][0]] = float("-inf")  # not the word itself
                 out[s][w] = self.tok.convert_ids_to_tokens(row.topk(self.top_k).indices.tolist())
         return out
