@@ -100,6 +100,12 @@ def evaluate(model: Path, test: Path) -> dict[str, float]:
     return json.loads(bertkit("evaluate", "--model", model, "--data", test).strip().splitlines()[-1])
 
 
+def data_flags(task: str, files: dict[str, Path]) -> list[Any]:
+    """The flags every run of `task` shares: its data, epochs and options."""
+    _, _, epochs, extra = SETTINGS[task]
+    return ["--train", files["train"], "--dev", files["dev"], "--epochs", epochs, *extra, "train.progress=false"]
+
+
 def timed(fn: Any) -> tuple[Any, float]:
     t0 = time.perf_counter()
     return fn(), time.perf_counter() - t0
@@ -107,9 +113,9 @@ def timed(fn: Any) -> tuple[Any, float]:
 
 def run_task(task: str, files: dict[str, Path], work: Path, results: dict[str, Any], save: Any,
              recipe: list[str], sizes: list[str], augment_model: Path | None) -> None:
-    family, _, epochs, extra = SETTINGS[task]
+    family = SETTINGS[task][0]
     out = make_teacher(task, files, work, results, save)
-    common = ["--train", files["train"], "--dev", files["dev"], "--epochs", epochs, *extra, "train.progress=false"]
+    common = data_flags(task, files)
     teacher = work / task / "teacher"
     for size, spec in STUDENTS.items():
         if size.split()[0] not in sizes:
@@ -151,13 +157,12 @@ def run_task(task: str, files: dict[str, Path], work: Path, results: dict[str, A
 
 def make_teacher(task: str, files: dict[str, Path], work: Path, results: dict[str, Any], save: Any) -> dict[str, Any]:
     """Fine-tunes the task's teacher unless its folder is there (its score is recorded again: it is seeded)."""
-    family, metric, epochs, extra = SETTINGS[task]
+    family, metric, _, _ = SETTINGS[task]
     out = results.setdefault("tasks", {}).setdefault(task, {"metric": metric})
     teacher = work / task / "teacher"
     if "teacher" not in out or not (teacher / "model").is_dir():
         _, seconds = timed(lambda: bertkit("finetune", "--task", family, "--model", MINILM, "--out", teacher,
-                                           "--lr", TEACHER_LR, "--train", files["train"], "--dev", files["dev"],
-                                           "--epochs", epochs, *extra, "train.progress=false"))
+                                           "--lr", TEACHER_LR, *data_flags(task, files)))
         out["teacher"] = {"test": evaluate(teacher / "model", files["test"]), "seconds": round(seconds)}
         save()
     return out
@@ -165,7 +170,7 @@ def make_teacher(task: str, files: dict[str, Path], work: Path, results: dict[st
 
 def recipes(task: str, files: dict[str, Path], work: Path, results: dict[str, Any], save: Any) -> None:
     """The 3-layer student of `task` under each loss recipe: test score and seconds."""
-    _, metric, epochs, extra = SETTINGS[task]
+    metric = SETTINGS[task][1]
     make_teacher(task, files, work, results, save)
     teacher = work / task / "teacher" / "model"
     out = results.setdefault("recipes", {}).setdefault(task, {"metric": metric})
@@ -175,7 +180,7 @@ def recipes(task: str, files: dict[str, Path], work: Path, results: dict[str, An
         folder = work / task / "recipe" / name.replace(" ", "_").replace(",", "").replace("=", "").replace("+", "plus")
         _, seconds = timed(lambda folder=folder, flags=flags: bertkit(
             "distill", "--teacher", teacher, "--student", STUDENTS["3 layers"], "--out", folder, "--lr", STUDENT_LR,
-            "--train", files["train"], "--dev", files["dev"], "--epochs", epochs, *extra, "train.progress=false", *flags))
+            *data_flags(task, files), *flags))
         out[name] = {"test": evaluate(folder / "model", files["test"]), "seconds": round(seconds)}
         save()
 
