@@ -9,7 +9,8 @@ files are read as `bertkit finetune` reads them. The student (bertkit.students) 
 - the labels, as fine-tuning does (a CRF's transitions learn from them), weight `--hard-weight`;
 - hidden states through a layer map, and attention scores as TinyBERT's (`--hidden-weight`,
   `--attention-weight`), when asked.
-`--unlabeled FILE ...` adds in-domain text the teacher labels: soft targets only. When only the outputs are
+`--unlabeled FILE ...` adds in-domain text the teacher labels: soft targets only; `--augment N` adds N copies of
+each training input with words replaced by a masked LM (`--augment-model`; bertkit.augment), labelled alike. When only the outputs are
 distilled, the teacher runs once over the training rows and its outputs are kept memory-mapped in
 OUT/run/teacher (an epoch then costs the student's forward and backward alone); with hidden or attention
 losses it runs beside the student. Runs evaluate on dev, keep the best checkpoint and resume as fine-tuning's
