@@ -148,9 +148,16 @@ def run_task(task: str, files: dict[str, Path], work: Path, results: dict[str, A
         key = f"3 layers distilled + {AUGMENT} augmented copies"
         if task == "sst2" and size == "3 layers" and augment_model is not None and key not in out:
             folder = work / task / "distilled-3-augmented"
-            _, seconds = timed(lambda folder=folder, spec=spec: bertkit(
-                "distill", "--teacher", teacher / "model", "--student", spec, "--out", folder, "--lr", STUDENT_LR,
-                "--augment", AUGMENT, "--augment-model", augment_model, *common, *recipe))
+            augmented = work / f"{task}-augmented-{AUGMENT}.txt"
+            from .augment import main as augment
+
+            def run(folder: Path = folder, spec: str = spec, augmented: Path = augmented) -> None:
+                augment(["--mlm", str(augment_model), "--teacher", str(teacher / "model"), "--data", str(files["train"]),
+                         "--n", str(AUGMENT), "--seed", "42", "--out", str(augmented)])
+                bertkit("distill", "--teacher", teacher / "model", "--student", spec, "--out", folder, "--lr", STUDENT_LR,
+                        "--unlabeled", augmented, *common, *recipe)
+
+            _, seconds = timed(run)
             out[key] = {"test": evaluate(folder / "model", files["test"]), "seconds": round(seconds),
                         "augment_model": str(augment_model)}
             save()

@@ -144,7 +144,6 @@ def teachers(tmp_path_factory: pytest.TempPathFactory, builtin_data: Path) -> di
             "task.name": family, "model": base, "data.train": files["train"], "data.dev": files["dev"],
             "out": folder / "teacher", "train.epochs": 3, "optim.lr": 2e-3, "train.progress": False, **extra}))
         found[name] = {**files, "teacher": folder / "teacher" / "model"}
-    found["base"] = {"model": base}  # the teachers' pre-trained start: a (random) masked LM with their vocabulary
     return found
 
 
@@ -231,16 +230,6 @@ def test_unlabeled_text_gets_soft_targets_only(teachers: dict[str, dict[str, Pat
 
 
 @pytest.mark.slow
-def test_augmented_copies_join_the_unlabeled_rows(teachers: dict[str, dict[str, Path]], tmp_path: Path) -> None:
-    files = teachers["classify"]
-    summary = run(files, tmp_path / "a", augment=2, augment_model=teachers["base"]["model"], **{"train.epochs": 1})
-    n = len(files["train"].read_text().splitlines()) - 1
-    assert n < summary["recipe"]["unlabeled_rows"] <= 2 * n and summary["recipe"]["augment"] == 2
-    card = (tmp_path / "a" / "model" / "README.md").read_text()
-    assert "up to 2 augmented copies of each training input" in card
-
-
-@pytest.mark.slow
 def test_the_teachers_outputs_are_cached_once(teachers: dict[str, dict[str, Path]], tmp_path: Path) -> None:
     files = teachers["ner"]
     teacher = bertkit.BertForTokenClassification.from_pretrained(files["teacher"]).eval()
@@ -324,9 +313,6 @@ def test_bad_input_is_one_line(task_models: dict[str, Path], builtin_data: Path,
         (["--teacher", str(teacher)], "no student: give --student SPEC"),
         (["--teacher", str(teacher), "--student", "layers:0", "--soft-weight", "0", "--hard-weight", "0"],
          "every loss weight is 0"),
-        (["--teacher", str(teacher), "--student", "layers:0", "--augment", "2"], "--augment N needs --augment-model"),
-        (["--teacher", str(teacher), "--student", "layers:0", "--augment", "2", "--augment-model", str(teacher)],
-         "no masked-LM head"),
     ]
     for extra, message in cases:
         code = main([*base, *extra])

@@ -9,8 +9,7 @@ files are read as `bertkit finetune` reads them. The student (bertkit.students) 
 - the labels, as fine-tuning does (a CRF's transitions learn from them), weight `--hard-weight`;
 - hidden states through a layer map, and attention scores as TinyBERT's (`--hidden-weight`,
   `--attention-weight`), when asked.
-`--unlabeled FILE ...` adds in-domain text the teacher labels: soft targets only; `--augment N` adds N copies of
-each training input with words replaced by a masked LM (`--augment-model`; bertkit.augment), labelled alike. When only the outputs are
+`--unlabeled FILE ...` adds in-domain text the teacher labels: soft targets only. When only the outputs are
 distilled, the teacher runs once over the training rows and its outputs are kept memory-mapped in
 OUT/run/teacher (an epoch then costs the student's forward and backward alone); with hidden or attention
 losses it runs beside the student. Runs evaluate on dev, keep the best checkpoint and resume as fine-tuning's
@@ -34,7 +33,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .augment import Augmenter, augment_dataset
 from .config import IGNORE
 from .distributed import Context, barrier, setup, teardown
 from .errors import BertkitError
@@ -97,11 +95,6 @@ class DistillSettings(Settings):
     unlabeled: tuple[Path, ...] = option((), "in-domain text the teacher labels softly: text lines (pair: two "
                                              "texts, tab-separated) or files in the task's own format",
                                          nargs="+", metavar="FILE", shows="none")
-    augment: int = option(0, "N copies of each training input made by a masked LM's word replacements (TinyBERT's "
-                                "augmentation), labelled softly by the teacher; needs --augment-model", metavar="N",
-                          check=non_negative)
-    augment_model: Path | None = option(None, "the masked LM for --augment: a model with an MLM head (bertkit "
-                                              "pretrain's RUN/model, or a Hugging Face name)", metavar="DIR|NAME")
     compare_alone: bool = option(False, "also fine-tune the same student without the teacher, for results.json")
     loss: LossSettings = field(default_factory=LossSettings)
     data: FinetuneDataSettings = field(default_factory=FinetuneDataSettings)
@@ -113,8 +106,6 @@ class DistillSettings(Settings):
         for value, flag in ((self.teacher, "--teacher DIR"), (self.student, "--student SPEC"), (self.out, "--out DIR"),
                             (self.data.train, "--train FILE"), (self.data.dev, "--dev FILE")):
             check(value is not None, f"no {flag.split()[0][2:]}: give {flag}")
-        check(not self.augment or self.augment_model is not None, "--augment N needs --augment-model DIR|NAME: "
-              "a model with a masked-LM head")
         check(self.optim.name == "adamw", f"distillation uses adamw, got optim.name={self.optim.name!r}")
         check(self.loss.soft + self.loss.hard + self.loss.hidden + self.loss.attention > 0,
                        "every loss weight is 0: the student would learn nothing")
@@ -304,12 +295,7 @@ def _distill(cfg: DistillSettings, resume: bool, ctx: Context) -> dict[str, Any]
     train_data, dev_data = task.read(cfg.data.train, **read_options), task.read(cfg.data.dev, **read_options)
     train_features = task.featurize(train_data, tok, label2id)  # a label the teacher does not know: an error
     dev_features = task.featurize(dev_data, tok, label2id)
-    unlabeled = read_unlabeled(task, tuple(cfg.unlabeled), read_options)
-    if cfg.augment:
-        augmenter = Augmenter(cfg.augment_model, device=ctx.device, progress=cfg.train.progress and ctx.is_main)
-        unlabeled.append(augment_dataset(task, train_data, augmenter, cfg.augment, cfg.train.seed, read_options))
-        del augmenter
-    extra = [task.featurize(d, tok, label2id) for d in unlabeled]
+    extra = [task.featurize(d, tok, label2id) for d in read_unlabeled(task, tuple(cfg.unlabeled), read_options)]
     rows = distill_rows(task, train_features, extra)
     log.warning("%s; %d unlabeled rows", train_data.report.summary(), len(rows) - len(train_features))
     if ctx.is_main:
@@ -329,7 +315,6 @@ def _distill(cfg: DistillSettings, resume: bool, ctx: Context) -> dict[str, Any]
     objective = DistillObjective(student, teacher, cache, task.outputs, cfg.loss, weight_tensor)
     recipe = {"teacher": str(cfg.teacher), "student": cfg.student, "student_init": cfg.student_init and str(cfg.student_init),
               "losses": dataclasses.asdict(cfg.loss), "unlabeled": [str(p) for p in cfg.unlabeled],
-              "augment": cfg.augment, "augment_model": cfg.augment_model and str(cfg.augment_model),
               "unlabeled_rows": len(rows) - len(train_features)}
 
     def save(model: nn.Module, folder: Path, scores: dict[str, float], chosen: dict[str, Any]) -> None:

@@ -88,9 +88,6 @@ def _distilled(recipe: dict[str, Any] | None) -> list[str]:
     parts = [f"soft targets x{w['soft']:g} at T={w['temperature']:g}", f"labels x{w['hard']:g}"]
     parts += [f"{name} x{w[name]:g}" for name in ("hidden", "attention") if w[name]]
     unlabeled = f", with {recipe['unlabeled_rows']:,} unlabeled rows" if recipe.get("unlabeled_rows") else ""
-    if recipe.get("augment"):
-        unlabeled += (f" (among them up to {recipe['augment']} augmented copies of each training input, words "
-                      f"replaced by the masked LM `{recipe['augment_model']}`)")
     return [f"- Distilled from the teacher `{recipe['teacher']}` into the student `{recipe['student']}`"
             + (f" (from `{recipe['student_init']}`)" if recipe.get("student_init") else "")
             + f": {', '.join(parts)}{unlabeled}"]

@@ -1,6 +1,7 @@
-"""TinyBERT's augmentation (bertkit.augment): the candidates are the masked LM's own top tokens (against bertkit's
-fill-mask, itself checked against transformers' pipeline), filtered as documented; copies replace words at rate p
-with those candidates and keep a sentence's length; `bertkit distill --augment N` feeds them to the teacher."""
+"""TinyBERT's augmentation (bench/augment.py, measured and left out of bertkit): the candidates are the masked LM's
+own top tokens (against bertkit's fill-mask, itself checked against transformers' pipeline), filtered as documented;
+copies replace words at rate p with those candidates and keep a sentence's length; the text lines it writes are
+what `bertkit distill --unlabeled` reads back."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 import torch
 
 import bertkit
+from bench.augment import Augmenter, augment_dataset, lines
 from bertkit import BertConfig
-from bertkit.augment import Augmenter, augment_dataset
+from bertkit.distillation import read_unlabeled
 from bertkit.fillmask import FillMask
 from bertkit.tasks import get_task
 
@@ -80,12 +82,16 @@ def test_ner_copies_keep_one_word_for_one_word(mlm: Path, builtin_data: Path) ->
     assert all(len(e.words) in lengths and e.tags is None for e in out.examples)
 
 
-def test_pair_copies_keep_the_second_text(mlm: Path) -> None:
+def test_pair_copies_keep_the_second_text_and_read_back(mlm: Path, tmp_path: Path) -> None:
     task = get_task("pair")
     data = task.inputs_from_texts(["the film was good", "a bad story"], ["second one", "second two"])
     out = augment_dataset(task, data, Augmenter(mlm), 4, seed=0)
     assert {e.pair for e in out.examples} <= {"second one", "second two"} and len(out.examples) > 2
     assert all(e.text != "the film was good" for e in out.examples if e.pair == "second one")
+    path = tmp_path / "augmented.txt"
+    path.write_text("".join(line + "\n" for line in lines(task, out)))
+    (back,) = read_unlabeled(task, (path,), {})
+    assert [task.texts_of(e) for e in back.examples] == [task.texts_of(e) for e in out.examples]
 
 
 def test_a_model_without_a_masked_lm_head_is_refused(mlm: Path, tmp_path: Path) -> None:
