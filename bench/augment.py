@@ -31,12 +31,10 @@ from typing import Any
 import torch
 
 from bertkit.errors import BertkitError
+from bertkit.fillmask import FillMask
 from bertkit.folders import read_task_file
-from bertkit.heads import BertForPreTraining
-from bertkit.hf import weight_names
 from bertkit.hub import resolve_model
 from bertkit.tasks import Dataset, Task, get_task
-from bertkit.tokenizer import Tokenizer
 
 MAX_PIECES = 126  # an input's pieces the masked LM reads ([CLS] and [SEP] besides); later words are kept
 
@@ -48,12 +46,8 @@ class Augmenter:
                  device: torch.device | str = "cpu", progress: bool = False) -> None:
         if top_k < 1 or not 0 < p <= 1:
             raise BertkitError(f"augmentation needs top_k >= 1 and 0 < p <= 1, got top_k={top_k}, p={p}")
-        folder = resolve_model(model)
-        if not any(name.startswith(("cls.predictions.", "mlm.")) for name in weight_names(folder)):
-            raise BertkitError(f"{model}: the model has no masked-LM head (cls.predictions.*): augmentation needs "
-                               "one, e.g. a model from `bertkit pretrain` (RUN/model)")
-        self.mlm = BertForPreTraining.from_pretrained(folder).to(device).eval()
-        self.tok = Tokenizer.from_pretrained(folder)
+        fill = FillMask(resolve_model(model), device=str(device))  # refuses a model without a masked-LM head
+        self.mlm, self.tok = fill.model, fill.tokenizer
         self.top_k, self.p, self.batch_size, self.device, self.progress = top_k, p, batch_size, device, progress
         vocab = self.tok.vocab
         banned = [i for t, i in vocab.items() if t.startswith("##") or (t.startswith("[") and t.endswith("]"))]

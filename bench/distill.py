@@ -244,11 +244,12 @@ def speed(task: str, work: Path, files: dict[str, Path], results: dict[str, Any]
 
 def _served_input(task: Any, example: Any) -> Any:
     """A test example as the server's /v1/predict takes it."""
+    first, second = task.texts_of(example)
     if task.second == "context":
-        return {"question": example.question, "context": example.context}
-    if task.second is not None:
-        return [example.text, example.pair]
-    return " ".join(example.words) if hasattr(example, "words") else example.text
+        return {"question": first, "context": second}
+    if second is not None:
+        return [first, second]
+    return " ".join(first) if isinstance(first, tuple) else first
 
 
 def epoch_cost(work: Path, files: dict[str, Path], results: dict[str, Any], save: Any) -> None:
