@@ -95,6 +95,23 @@ def test_health_is_503_until_the_warm_up_is_done() -> None:
         srv.close()
 
 
+def test_one_of_several_workers_takes_connections_only_once_warm() -> None:
+    """uvicorn listens once the lifespan has started: a worker started with warm_first=True must not get there cold
+    (it would answer 503 while the port's other workers could answer 200)."""
+    gate = threading.Event()
+    app = create_app(ServeSettings(model=Path("stub")), model=Stub(gate=gate), warm_first=True)  # type: ignore[arg-type]
+    server = app.state.server
+
+    async def start() -> tuple[bool, float]:
+        t0 = time.perf_counter()
+        threading.Timer(0.3, gate.set).start()
+        async with server.lifespan(app):
+            return server.ready, time.perf_counter() - t0
+
+    ready, waited = asyncio.run(start())
+    assert ready and waited >= 0.25, (ready, waited)
+
+
 def test_the_warm_up_runs_the_largest_batch(task_models: dict[str, Path]) -> None:
     from bertkit.served import TaskModel
 

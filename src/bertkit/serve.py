@@ -23,7 +23,8 @@ every /v1 route needs `Authorization: Bearer KEY` (compared in constant time; ne
 `--max-batch-tokens` tokens a group; the model cuts each group into forward passes within both). Bad
 requests get a 4xx with `{"error": "..."}` (docs/bad-inputs.md); a failure inside gets 500 with
 `internal error (id ...)`, the details in the log under that id. SIGTERM stops taking requests, finishes
-those in flight, then exits 0. `--workers N` runs N processes on one port, the cores shared among them.
+those in flight, then exits 0. `--workers N` runs N processes on one port, the cores shared among them;
+each takes connections only once warmed up, so that a cold worker never answers 503 while a warm one could.
 
 Starlette on uvicorn: the ASGI toolkit and server FastAPI itself stands on, well kept and small; a few routes
 with hand-written validation need neither FastAPI's pydantic models nor its dependency tree. The serve extra
@@ -128,8 +129,9 @@ def _metrics() -> tuple[Any, dict[str, Any]]:
 class App:
     """The server's routes over one served model: each answers, counts itself in the metrics, and never raises."""
 
-    def __init__(self, cfg: ServeSettings, model: TaskModel | EncoderModel):
+    def __init__(self, cfg: ServeSettings, model: TaskModel | EncoderModel, warm_first: bool = False):
         self.cfg, self.model = cfg, model
+        self.warm_first = warm_first  # take no connection before the warm-up ends (one of several workers on a port)
         self.key = (cfg.api_key or os.environ.get(API_KEY_VARIABLE) or "").encode() or None
         self.registry, self.metrics = _metrics()
         self.batcher = Batcher(model.run, cfg.max_batch_size, cfg.max_batch_tokens, cfg.max_wait_ms,
@@ -297,6 +299,8 @@ class App:
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
         batching = asyncio.create_task(self.batcher.run())
         warming = asyncio.create_task(self.warm_up())
+        if self.warm_first:  # uvicorn listens only after this: the port's warm workers take the connections meanwhile
+            await warming
         yield
         for task in (warming, batching):  # uvicorn has finished the requests in flight by now
             task.cancel()
@@ -315,15 +319,16 @@ class App:
         log.warning("ready: warmed up in %.1f s", time.perf_counter() - t0)
 
 
-def create_app(cfg: ServeSettings, model: TaskModel | EncoderModel | None = None) -> Any:
-    """Gives the ASGI app serving `cfg.model` (loaded now unless a served model is given)."""
+def create_app(cfg: ServeSettings, model: TaskModel | EncoderModel | None = None, warm_first: bool = False) -> Any:
+    """Gives the ASGI app serving `cfg.model` (loaded now unless a served model is given); with `warm_first` it
+    accepts connections only once warmed up, instead of answering 503 until then."""
     from starlette.applications import Starlette
     from starlette.routing import Route
 
     if model is None:
         model = load(cfg.model, cfg.pooling, cfg.normalize, cfg.device, cfg.precision, cfg.max_batch_size,
                      cfg.max_batch_tokens)
-    server = App(cfg, model)
+    server = App(cfg, model, warm_first)
     routes = [Route(path, handler, methods=[method]) for path, (method, handler) in server.routes.items()]
     handlers = {404: server.not_found, 405: server.wrong_method, 500: server.failed}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=server.lifespan)  # type: ignore[arg-type]
@@ -353,7 +358,7 @@ SETTINGS_VARIABLE = "BERTKIT_SERVE_SETTINGS"  # how `--workers` hands each worke
 def worker_app() -> Any:
     """The app of one of `--workers` processes (uvicorn imports this by name in each)."""
     cfg = settings.build(ServeSettings, json.loads(os.environ[SETTINGS_VARIABLE]), source=SETTINGS_VARIABLE)
-    return create_app(cfg)
+    return create_app(cfg, warm_first=True)  # a cold worker must not answer 503 while a warm one could answer
 
 
 def serve(cfg: ServeSettings) -> None:
