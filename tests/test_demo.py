@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,24 @@ from bertkit.demo import TASKS, DemoSettings, demo
 from bertkit.demo.prose import WORDS, task_title
 
 
+@pytest.fixture(scope="module")
+def english_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished English smoke demo, without a reference model (its folder; tests copy it before changing it)."""
+    out = tmp_path_factory.mktemp("demo") / "en"
+    assert demo(DemoSettings(lang="en", out=out, smoke=True, progress=False)) == out / "report.html"
+    return out
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.slow
-def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> None:
+def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog, request: pytest.FixtureRequest) -> None:
     out = tmp_path / lang
-    report = demo(DemoSettings(lang=lang, out=out, smoke=True, progress=False))
-    assert report == out / "report.html"
+    if lang == "en":
+        shutil.copytree(request.getfixturevalue("english_demo"), out)
+        report = out / "report.html"
+    else:
+        report = demo(DemoSettings(lang=lang, out=out, smoke=True, progress=False))
+        assert report == out / "report.html"
     md = (out / "report.md").read_text(encoding="utf-8")
     words = WORDS[lang]  # the report speaks the demo's language
     for task in TASKS:
@@ -91,22 +104,35 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog) -> 
 
 
 @pytest.mark.slow
-def test_the_reference_column_and_its_absence(tmp_path: Path, tiny_model: Path, monkeypatch) -> None:
-    """--reference fine-tunes another model on the same tasks as a third column; offline with nothing cached, the
-    report says so in one line and the rest runs."""
+def test_the_reference_column_and_its_absence(english_demo: Path, tmp_path: Path, tiny_model: Path, monkeypatch,
+                                              caplog) -> None:
+    """--reference fine-tunes another model on the same tasks as a third column (added to a finished demo, only
+    what involves the reference runs; another reference replaces it); offline with nothing cached, the report says
+    so in one line and the rest runs."""
     out = tmp_path / "with"
-    demo(DemoSettings(lang="en", out=out, smoke=True, progress=False, reference=str(tiny_model)))
+    shutil.copytree(english_demo, out)
+    other = tmp_path / "other-reference"
+    shutil.copytree(tiny_model, other)
+    for reference in (other, tiny_model):
+        caplog.clear()
+        demo(DemoSettings(lang="en", out=out, smoke=True, progress=False, reference=str(reference)))
+        ran = {r.getMessage()[3:] for r in caplog.records if r.getMessage().startswith("== ")}
+        assert ran == {"reference model", "predict", "seed examples",
+                       *(f"fine-tune {task} (reference)" for task in (*TASKS, "sentiment", "nli", "entities"))}, ran
     md = (out / "report.md").read_text(encoding="utf-8")
     stages = json.loads((out / "stages.json").read_text())
-    assert f"| {tiny_model} | a simple baseline |" in md and f"--reference {tiny_model}" in md
+    assert f"| {tiny_model} | a simple baseline |" in md and f"--reference {tiny_model}" in md and str(other) not in md
     for task in (*TASKS, "sentiment", "nli", "entities"):
-        assert f"fine-tune {task} (reference)" in stages
+        assert stages[f"fine-tune {task} (reference)"]["depends_on"] == str(tiny_model)
+        settings = json.loads((out / "finetune" / f"{task}-reference" / "settings.json").read_text())
+        assert settings["model"] == str(tiny_model)
     assert all("reference" in s for s in stages["seed examples"]["result"])
     from huggingface_hub import constants  # read once at import: the environment alone would come too late
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     out = tmp_path / "without"
+    shutil.copytree(english_demo, out)
     demo(DemoSettings(lang="en", out=out, smoke=True, progress=False, reference="google/bert_uncased_L-4_H-256_A-4"))
     md = (out / "report.md").read_text(encoding="utf-8")
     lines = [line for line in md.splitlines() if "No column for the reference model" in line]

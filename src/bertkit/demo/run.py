@@ -12,6 +12,7 @@ import json
 import logging
 import platform
 import re
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -109,14 +110,18 @@ class Stages:
         self.path = out / "stages.json"
         self.done: dict[str, Any] = json.loads(self.path.read_text()) if self.path.is_file() else {}
 
-    def run(self, name: str, fn, *args: Any, **kwargs: Any) -> Any:
-        if name in self.done:
+    def run(self, name: str, fn, *args: Any, depends_on: Any = None, **kwargs: Any) -> Any:
+        """fn's result, run now unless it ran before with the same `depends_on` (the settings it reads beyond the
+        demo's own: a rerun with another --reference redoes the stages that involve the reference)."""
+        if name in self.done and self.done[name].get("depends_on") == depends_on:
             log.warning("%s: done before (%.0f s), skipped", name, self.done[name]["seconds"])
             return self.done[name].get("result")
         log.warning("== %s", name)
         t0 = time.perf_counter()
         result = fn(*args, **kwargs)
         self.done[name] = {"seconds": round(time.perf_counter() - t0, 1), "result": result}
+        if depends_on is not None:
+            self.done[name]["depends_on"] = depends_on
         atomic_write_text(self.path, json.dumps(self.done, indent=2, ensure_ascii=False, default=str) + "\n")
         return result
 
@@ -141,17 +146,19 @@ def demo(cfg: DemoSettings) -> Path:
     stages.run("pre-train", _pretrain, out, cfg, pretrain_s)
     stages.run("from-scratch twin", _scratch_twin, out, cfg)
 
-    reference = stages.run("reference model", _reference, cfg) if cfg.reference else None
+    reference = stages.run("reference model", _reference, cfg, depends_on=cfg.reference) if cfg.reference else None
     inits = ("pretrained", "scratch", *(("reference",) if reference and "path" in reference else ()))
     results: dict[str, dict[str, Any]] = {}
     for job in JOBS:
         for init in inits:
             key = f"fine-tune {job} ({init})"
-            results[key] = stages.run(key, _finetune, src, out, job, init, cfg, reference)
+            results[key] = stages.run(key, _finetune, src, out, job, init, cfg, reference,
+                                      depends_on=reference["path"] if init == "reference" else None)  # type: ignore[index]
         if job in TASKS:
             results[f"compare {job}"] = stages.run(f"compare {job}", _compare, src, out, job, cfg)
-    predictions = stages.run("predict", _predict, out, cfg, inits)
-    predictions["seeds"] = stages.run("seed examples", _seed_examples, out, cfg, inits)
+    shown = reference["path"] if "reference" in inits else None  # type: ignore[index]  # the stages showing every model's answers
+    predictions = stages.run("predict", _predict, out, cfg, inits, depends_on=shown)
+    predictions["seeds"] = stages.run("seed examples", _seed_examples, out, cfg, inits, depends_on=shown)
     inside = stages.run("look inside", _look_inside, src, out, cfg)
 
     total = sum(v["seconds"] for v in stages.done.values())  # over every run of the demo, if it was resumed
@@ -278,8 +285,12 @@ def _finetune(src: Path, out: Path, job: str, init: str, cfg: DemoSettings,
         epochs = 1
     model = {"pretrained": out / "pretrain" / "model", "scratch": out / "scratch",
              "reference": Path((reference or {}).get("path", ""))}[init]
+    run_dir = out / "finetune" / f"{job}-{init}"
+    recorded = run_dir / "settings.json"
+    if init == "reference" and recorded.is_file() and json.loads(recorded.read_text())["model"] != str(model):
+        shutil.rmtree(run_dir)  # fine-tuned from another reference model by an earlier run: not resumed
     ft = settings.load(FinetuneSettings, flags={
-        "task.name": family, "model": model, "data.train": train, "data.dev": dev, "out": out / "finetune" / f"{job}-{init}",
+        "task.name": family, "model": model, "data.train": train, "data.dev": dev, "out": run_dir,
         "train.epochs": epochs, "train.batch_size": batch, "optim.lr": lr, "task.max_seq_length": max_len,
         "train.seed": cfg.seed, "train.progress": cfg.progress,
     })
