@@ -177,6 +177,20 @@ def test_special_token_hidden_by_control_characters(en_vocab):
 
 
 @pytest.mark.parametrize("language", ["english", "chinese"])
+def test_count_is_the_length_of_the_encoding(language, request, en_vocab, zh_vocab):
+    """count (the server's token budget) takes the cheap path: its lengths are encode_batch's, which the tests
+    above hold to the reference id for id."""
+    tok = Tokenizer.from_vocab_file(en_vocab if language == "english" else zh_vocab)
+    singles, pairs = request.getfixturevalue(language)
+    firsts, seconds = [p[0] for p in pairs], [p[1] for p in pairs]
+    assert tok.count(singles) == [len(e.ids) for e in tok.encode_batch(singles)]
+    assert tok.count(firsts, seconds) == [len(e.ids) for e in tok.encode_batch(firsts, seconds)]
+    assert max(tok.count(singles)) > 512  # untruncated, as the budget counts a long context's windows
+    with pytest.raises(ValueError, match="2 texts but 1 pairs"):
+        tok.count(["a", "b"], ["c"])
+
+
+@pytest.mark.parametrize("language", ["english", "chinese"])
 @pytest.mark.slow
 def test_truncated_pairs_match_reference(language, request, en_vocab, zh_vocab):
     vocab = en_vocab if language == "english" else zh_vocab

@@ -62,8 +62,7 @@ class TaskModel:
         """The inputs' tokens, specials included (a text and its second text or context together)."""
         texts, seconds = self.task.split_inputs(inputs)
         texts = [" ".join(t) if isinstance(t, list) else t for t in texts]  # NER words
-        encodings = self.pipe.tokenizer.encode_batch(texts, seconds)
-        return sum(len(e.ids) for e in encodings)
+        return sum(self.pipe.tokenizer.count(texts, seconds))
 
     def warm_up(self, batch_size: int) -> None:
         """One forward pass at the largest shape served: `batch_size` inputs of the longest length."""
@@ -96,7 +95,7 @@ class EncoderModel:
         return list(zip(vectors, tokens.tolist(), strict=True))
 
     def count_tokens(self, texts: list[str]) -> int:
-        return sum(min(len(e.ids), self.embedder.max_length) for e in self.embedder.tokenizer.encode_batch(texts))
+        return sum(min(n, self.embedder.max_length) for n in self.embedder.tokenizer.count(texts))
 
     def warm_up(self, batch_size: int) -> None:
         self.embedder.embed([" ".join(["warm"] * 2 * self.embedder.max_length)] * batch_size)

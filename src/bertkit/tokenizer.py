@@ -447,6 +447,18 @@ class Tokenizer:
             return {k: _as_tensor(k, rows, return_tensors) for k, rows in columns.items()}
         return {k: rows[0] for k, rows in columns.items()} if single else columns
 
+    def count(self, texts: Sequence[str], pairs: Sequence[str] | None = None) -> list[int]:
+        """Gives the tokens each text (or text pair) encodes to, specials included, untruncated: the lengths of
+        `encode_batch`'s ids at a fraction of its cost (no offsets, no rows laid out)."""
+        texts = list(texts)
+        if pairs is not None and len(pairs) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(pairs)} pairs")
+        with _gc_paused():
+            pieces = [len(e.ids) for e in self._encode_pieces(texts + list(pairs or ()), offsets=False)]
+        if pairs is None:
+            return [n + 2 for n in pieces]
+        return [a + b + 3 for a, b in zip(pieces[: len(texts)], pieces[len(texts) :], strict=True)]
+
     def ids_for_pretraining(self, texts: Sequence[str]) -> list[list[int]]:
         """Gives each text's word-piece ids, without specials or truncation (Rust, in parallel)."""
         with _gc_paused():
