@@ -457,11 +457,10 @@ def section(data: dict[str, Any]) -> str:
     for task, r in data.get("tasks", {}).items():
         sp = r.get("speed", {})
         for name, s in sp.items():
-            split = s.get("split_ms")
-            speed_rows.append([task, name, s["batch1_ms"], s["serve_per_s"], f"{s['vs_teacher']:.2f}x" if "vs_teacher" in s else "?",
-                               f"{split['onnxruntime']:.2f} + {split['rest']:.2f}" if split else "?",
-                               s.get("event_loop_ms", "?"), s["errors"]])
-        if all("event_loop_ms" in sp.get(name, {}) for name in ("teacher (6 layers)", "3 layers")):
+            speed_rows.append([task, name, s["batch1_ms"], s["serve_per_s"], f"{s['vs_teacher']:.2f}x",
+                               f"{s['split_ms']['onnxruntime']:.2f} + {s['split_ms']['rest']:.2f}", s["event_loop_ms"],
+                               s["errors"]])
+        if "teacher (6 layers)" in sp and "3 layers" in sp:
             (t, t_loop), (h, h_loop) = ((sp[n]["split_ms"], sp[n]["event_loop_ms"]) for n in ("teacher (6 layers)", "3 layers"))
             total_t, total_h = t["onnxruntime"] + t["rest"] + t_loop, h["onnxruntime"] + h["rest"] + h_loop
             fixed = total_t - t["onnxruntime"] + max(0.0, 2 * h["onnxruntime"] - t["onnxruntime"])  # onnxruntime: F + 6m, F + 3m
@@ -503,8 +502,7 @@ def section(data: dict[str, Any]) -> str:
                 _met(all(k >= 97 for _, k in kept_all)) if whole or any(k < 97 for _, k in kept_all) else pending],
                ["3 layers beat the same layers alone by >= 1 point on >= 3 of 4", f"{beats} of {len(kept_all)}",
                 _met(beats >= 3) if whole or beats >= 3 else pending]]
-    serve = {task: {name: s.get("vs_teacher", s["serve_per_s"] / r["speed"]["teacher (6 layers)"]["serve_per_s"])
-                    for name, s in r.get("speed", {}).items()}
+    serve = {task: {name: s["vs_teacher"] for name, s in r.get("speed", {}).items()}
              for task, r in data.get("tasks", {}).items() if "teacher (6 layers)" in r.get("speed", {})}
     if serve:
         ratios = {task: s["3 layers"] for task, s in serve.items() if "3 layers" in s}

@@ -72,6 +72,14 @@ def _backend(
 _TRUNCATIONS = {"longest_first", "only_first", "only_second"}
 
 
+def _check_texts(texts: list[str], pairs: Sequence[str] | None) -> None:
+    """Refuses pairs of another count than the texts, and anything but str among either."""
+    if pairs is not None and len(pairs) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(pairs)} pairs")
+    if not all(isinstance(t, str) for t in itertools.chain(texts, pairs or ())):
+        raise TypeError("texts and pairs must be str")
+
+
 def _truncation_strategy(truncation: Truncation) -> str | None:
     if truncation is True:
         return "longest_first"
@@ -451,8 +459,7 @@ class Tokenizer:
         """Gives the tokens each text (or text pair) encodes to, specials included, untruncated: the lengths of
         `encode_batch`'s ids at a fraction of its cost (no offsets, no rows laid out)."""
         texts = list(texts)
-        if pairs is not None and len(pairs) != len(texts):
-            raise ValueError(f"{len(texts)} texts but {len(pairs)} pairs")
+        _check_texts(texts, pairs)
         with _gc_paused():
             pieces = [len(e.ids) for e in self._encode_pieces(texts + list(pairs or ()), offsets=False)]
         if pairs is None:
@@ -489,10 +496,7 @@ class Tokenizer:
     ) -> dict[str, list[list[Any]]]:
         """Gives each of `fields` as a list with a row per text: Rust tokenizes, then we lay out and pad."""
         texts = list(texts)
-        if pairs is not None and len(pairs) != len(texts):
-            raise ValueError(f"{len(texts)} texts but {len(pairs)} pairs")
-        if not all(isinstance(t, str) for t in itertools.chain(texts, pairs or ())):
-            raise TypeError("texts and pairs must be str")
+        _check_texts(texts, pairs)
         strategy, pad = _truncation_strategy(truncation), _padding_strategy(padding)
         if max_length is None and (strategy or pad == "max_length"):
             max_length = self.model_max_length
