@@ -5,6 +5,7 @@ where its absence fails the run at once: CI must run every test.
 """
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,26 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 SHARED_DATA = Path(__file__).parents[1] / ".." / "shared" / "data"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--without-bench", action="store_true",
+                     help="leave out the tests of bench/'s own code (test_bench*.py): the fast tier imports nothing "
+                          "from bench/")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if config.getoption("--without-bench") and collection_path.name.startswith("test_bench"):
+        return True
+    return None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With --without-bench, a test module that imports bench/ anyway fails the run: it would tie the tier to bench/."""
+    if session.config.getoption("--without-bench"):
+        leaked = sorted(m for m in sys.modules if m == "bench" or m.startswith("bench."))
+        if leaked:
+            raise pytest.UsageError(f"--without-bench, yet collecting the tests imported {', '.join(leaked)}")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
