@@ -6,6 +6,8 @@ bad input as one line."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -319,6 +321,103 @@ def test_bad_input_is_one_line(task_models: dict[str, Path], builtin_data: Path,
         err = capsys.readouterr().err.strip()
         assert code == 2 and err.count("\n") == 0 and message in err, (extra, err)
     assert not (tmp_path / "o" / "model").exists()
+
+
+def test_class_weights_for_a_teacher_that_takes_none_is_one_line(task_models: dict[str, Path], tmp_path: Path,
+                                                                  capsys) -> None:
+    # files each teacher reads: the run gets as far as weighting the classes
+    files = {"ner": ("train.txt", "Emma NNP B-PER\nwalked VBD O\n\nMoby NNP B-LOC\nsank VBD O\n"),
+             "multilabel": ("train.jsonl", '{"text": "the bread", "labels": ["food"]}\n{"text": "a goal", "labels": ["sport"]}\n'),
+             "regression": ("train.tsv", "sentence1\tsentence2\tscore\nA man runs.\tA man jogs.\t4.2\nA cat.\tA car.\t0.5\n")}
+    for name, message in (("ner", "--class-weights is for classify and pair, not ner"),
+                          ("multilabel", "--class-weights is for single-label classify and pair"),
+                          ("regression", "--class-weights is for single-label classify and pair")):
+        data = tmp_path / name / files[name][0]
+        data.parent.mkdir()
+        data.write_text(files[name][1])
+        code = main(["distill", "--teacher", str(task_models[name]), "--student", "layers:0", "--train", str(data),
+                     "--dev", str(data), "--out", str(tmp_path / name / "out"), "--class-weights", "auto"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and err.count("\n") == 0 and message in err, (name, err)
+
+
+TEACHER_CACHE_SCRIPT = """
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bertkit import distillation
+from bertkit.distributed import setup, teardown
+from bertkit.predict import pipeline
+
+ctx = setup("cpu")
+teacher = pipeline(sys.argv[1])
+texts = Path(sys.argv[2]).read_text().splitlines()
+features = teacher.task.featurize(teacher.task.inputs_from_texts(texts), teacher.tokenizer, teacher.label2id)
+if not ctx.is_main:
+    def refuse(*args, **kwargs):
+        raise RuntimeError("a process other than rank 0 ran the teacher")
+    distillation.infer = refuse
+folder = Path(sys.argv[3])
+cache = distillation.TeacherOutputs(folder / "teacher", teacher.model, teacher.task, features, 8, "fp32", key="k",
+                                    is_main=ctx.is_main)
+np.save(folder / f"rank{ctx.rank}.npy", np.asarray(cache.arrays["logits"]))
+teardown()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
+@pytest.mark.slow
+def test_under_torchrun_rank_0_writes_the_teacher_cache_and_the_others_read_it(task_models: dict[str, Path],
+                                                                             builtin_data: Path, tmp_path: Path) -> None:
+    script = tmp_path / "cache.py"
+    script.write_text(TEACHER_CACHE_SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    texts = tmp_path / "texts.txt"
+    lines = (builtin_data / "classify" / "dev.tsv").read_text().splitlines()[1:41]
+    texts.write_text("".join(line.split("\t")[0] + "\n" for line in lines))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(script), str(task_models["ner"]), str(texts), str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ours, theirs = np.load(tmp_path / "rank0.npy"), np.load(tmp_path / "rank1.npy")
+    assert ours.shape[0] > 10 and np.array_equal(ours, theirs)
+
+
+def without_dropout(model: Path, folder: Path) -> Path:
+    """A copy of a model folder whose config turns dropout off (a student copies it): processes then agree."""
+    shutil.copytree(model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config |= {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "classifier_dropout": 0.0}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
+@pytest.mark.slow
+def test_torchrun_two_processes_distill_the_student_of_one(task_models: dict[str, Path], builtin_data: Path,
+                                                           tmp_path: Path) -> None:
+    teacher = without_dropout(task_models["classify"], tmp_path / "teacher")
+    rows = [line.split("\t") for line in (builtin_data / "classify" / "train.tsv").read_text().splitlines()[1:]]
+    names = {"emma": "emma", "moby_dick": "moby", "thursday": "thursday"}  # the labels the teacher knows
+    train = tmp_path / "train.tsv"
+    train.write_text("sentence\tlabel\n" + "".join([f"{t}\t{names[b]}\n" for t, b in rows if b in names][:48]))
+    args = ["distill", "--teacher", str(teacher), "--student", "layers:1", "--train", str(train), "--dev", str(train),
+            "--epochs", "1", "--batch-size", "8", "--lr", "1e-3", "--device", "cpu", "train.progress=false"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    one, two = tmp_path / "one", tmp_path / "two"
+    subprocess.run(cli(*args, "--out", str(one)), check=True, capture_output=True, env=env)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                    "-m", "bertkit.cli", *args, "--out", str(two)], check=True, capture_output=True, env=env, timeout=300)
+    a, b = losses(one), losses(two)
+    assert sorted(a) == sorted(b) and len(a) == 6
+    for step in a:
+        assert b[step] == pytest.approx(a[step], rel=1e-5, abs=1e-6), step
+    wa = bertkit.BertForSequenceClassification.from_pretrained(one / "model").state_dict()
+    wb = bertkit.BertForSequenceClassification.from_pretrained(two / "model").state_dict()
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], atol=1e-5, rtol=1e-4, msg=k)
 
 
 def test_uniform_map_over_uneven_layers() -> None:

@@ -41,6 +41,7 @@ from .finetune import (
     FinetuneDataSettings,
     FinetuneTrainSettings,
     TaskObjective,
+    check_class_weights,
     check_metric,
     class_weights,
     fit,
@@ -115,18 +116,22 @@ class DistillSettings(Settings):
 
 class TeacherOutputs:
     """The teacher's outputs for every training row, computed once and kept memory-mapped in a folder; a run that
-    resumes (or a later epoch) reads them back. Per-token outputs are stored padded to the longest row."""
+    resumes (or a later epoch) reads them back. Per-token outputs are stored padded to the longest row.
+
+    Under torchrun only rank 0 (`is_main`) runs the teacher and writes; the other processes wait for it, then read.
+    """
 
     def __init__(self, folder: Path, teacher: nn.Module, task: Task, features: Features, batch_size: int,
-                 precision: str, key: str, progress: bool = False):
+                 precision: str, key: str, progress: bool = False, is_main: bool = True):
         stamp = folder / "key.json"
-        if not (stamp.is_file() and json.loads(stamp.read_text())["key"] == key):
+        if is_main and not (stamp.is_file() and json.loads(stamp.read_text())["key"] == key):
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
             outputs = infer(teacher, task, features, batch_size, precision, progress=progress)
             for name, array in outputs.items():
                 np.save(folder / f"{name}.npy", array.astype(np.float32))
             atomic_write_text(stamp, json.dumps({"key": key, "rows": len(features)}) + "\n")  # last: the cache is whole
+        barrier()
         self.arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in task.outputs}
         self.per_token = task.per_token  # (rows, T, ...) padded to the longest row, else (rows, ...)
 
@@ -281,6 +286,8 @@ def _distill(cfg: DistillSettings, resume: bool, ctx: Context) -> dict[str, Any]
         raise BertkitError(f"{teacher_dir}: no {TASK_FILE}: a teacher is a fine-tuned model (from `bertkit finetune`)")
     meta = read_task_file(teacher_dir)
     task = get_task(meta["task"], **meta.get("task_options", {}))
+    if cfg.train.class_weights:
+        check_class_weights(task)
     labels = list(meta["labels"])
     label2id = {label: i for i, label in enumerate(labels)}
     tok = Tokenizer.from_pretrained(teacher_dir)
@@ -306,7 +313,8 @@ def _distill(cfg: DistillSettings, resume: bool, ctx: Context) -> dict[str, Any]
 
     live = cfg.loss.hidden > 0 or cfg.loss.attention > 0
     cache = None if live else TeacherOutputs(out / "run" / "teacher", teacher, task, rows, cfg.train.eval_batch_size,
-                                             cfg.train.precision, _cache_key(teacher_dir, rows), cfg.train.progress)
+                                             cfg.train.precision, _cache_key(teacher_dir, rows), cfg.train.progress,
+                                             ctx.is_main)
     if cfg.loss.hidden > 0:
         lmap = layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, cfg.loss.layer_map)
         proj = projections(student, teacher, lmap)

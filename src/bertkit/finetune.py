@@ -208,8 +208,7 @@ class FinetuneSettings(Settings):
         check(self.optim.name == "adamw", f"fine-tuning uses adamw, got optim.name={self.optim.name!r}")
         check(self.data.label_sep is None or self.task.multi_label, "--label-sep is for --multi-label")
         if self.train.class_weights is not None:
-            check_options(self.task.name, ["class_weights"])
-            check(not (self.task.regression or self.task.multi_label), "--class-weights is for single-label classify and pair")
+            check_class_weights(get_task(self.task.name, **self.task.options()))
 
     def points(self) -> list[tuple[int, float, int]]:
         """(batch size, learning rate, epochs) of every run."""
@@ -287,6 +286,12 @@ class TaskObjective:
         if self.class_weights is not None:
             return {"loss": F.cross_entropy(out.logits.float(), batch["labels"], weight=self.class_weights, reduction="sum")}
         return {"loss": out.loss * self.counts(batch)["n"]}
+
+
+def check_class_weights(task: Task) -> None:
+    """BertkitError unless `task`'s loss weights classes (--class-weights): single-label classify and pair."""
+    check_options(task.name, ["class_weights"])
+    check(task.class_weighted, "--class-weights is for single-label classify and pair")
 
 
 def class_weights(spec: str, features: Features) -> list[float]:

@@ -92,6 +92,7 @@ class Task(Protocol):
     outputs: tuple[str, ...]  # the model outputs `decode` reads, by their names on the model's output
     per_token: bool  # those outputs come per token, (B, T, ...), rather than per row, (B, ...)
     per_token_loss: bool  # the training loss is a mean over labelled tokens, rather than over rows
+    class_weighted: bool  # the loss may weight each class (--class-weights): one class a row
 
     @property
     def model_options(self) -> dict[str, Any]: ...  # config fields the task model needs (a CRF, say)

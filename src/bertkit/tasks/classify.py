@@ -92,6 +92,10 @@ class ClassifyTask:
         return "regression" if self.regression else None
 
     @property
+    def class_weighted(self) -> bool:
+        return not self.regression
+
+    @property
     def metric_names(self) -> tuple[str, ...]:
         return ("pearson", "spearman", "corr", "mse") if self.regression else ("accuracy", "f1", "mcc")
 

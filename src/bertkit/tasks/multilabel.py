@@ -62,6 +62,7 @@ class MultiLabelTask:
     outputs: tuple[str, ...] = ("logits",)
     per_token: bool = False
     per_token_loss: bool = False
+    class_weighted: bool = False
     metric_names: tuple[str, ...] = ("micro_f1", "macro_f1", "subset_accuracy")
 
     def __post_init__(self) -> None:

@@ -132,6 +132,7 @@ class NERTask:
     problem_type: str | None = None
     outputs: tuple[str, ...] = ("logits",)
     per_token: bool = True
+    class_weighted: bool = False
     metric_names: tuple[str, ...] = ("precision", "recall", "f1")  # also per entity type: "f1/PER", ...
 
     def __post_init__(self) -> None:

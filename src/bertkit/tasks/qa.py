@@ -155,6 +155,7 @@ class QATask:
     outputs: tuple[str, ...] = ("start_logits", "end_logits")
     per_token: bool = True
     per_token_loss: bool = False  # a start and an end per window
+    class_weighted: bool = False
     metric_names: tuple[str, ...] = ("exact_match", "f1")
 
     def __post_init__(self) -> None:
