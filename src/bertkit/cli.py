@@ -243,7 +243,7 @@ def _demo(p: argparse.ArgumentParser) -> Command:
 
 def _tokenize(p: argparse.ArgumentParser) -> Command:
     p.add_argument("text", nargs="*", help="texts to tokenize (default: lines of stdin)")
-    p.add_argument("--vocab", required=True, type=Path, help="folder with vocab.txt (a model or vocabulary folder)")
+    p.add_argument("--vocab", required=True, type=Path, help="folder with vocab.txt or tokenizer.json (a model or vocabulary folder)")
     p.add_argument("--pair", help="a second text, encoded as segment B")
     p.add_argument("--max-length", type=int, help="truncate to this many tokens, specials included")
     p.add_argument("--offsets", action="store_true", help="also print character offsets into the text")
@@ -357,7 +357,7 @@ def _attention(p: argparse.ArgumentParser) -> Command:
 
 
 def _mask(p: argparse.ArgumentParser) -> Command:
-    p.add_argument("--vocab", required=True, type=Path, help="folder with vocab.txt (a vocabulary, data or model folder)")
+    p.add_argument("--vocab", required=True, type=Path, help="folder with vocab.txt or tokenizer.json (a vocabulary, data or model folder)")
     p.add_argument("text", help="the text (segment A; split in two at a sentence boundary when no --pair)")
     p.add_argument("--pair", help="segment B")
     p.add_argument("--whole-word-masking", action="store_true", help="mask whole words (Chinese: jieba words)")

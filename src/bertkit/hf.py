@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 from .config import BertConfig
 from .errors import BertkitError
 from .folders import check_model_folder
+from .vocab_files import vocab_size_of
 
 WEIGHTS_NAME = "model.safetensors"
 
@@ -139,12 +140,11 @@ def weight_names(directory: str | Path) -> set[str]:
 
 
 def check_vocab_fits(directory: Path, config: BertConfig) -> None:
-    vocab = directory / "vocab.txt"
-    if vocab.is_file():
-        with open(vocab, "rb") as f:
-            n = sum(1 for _ in f)
+    found = vocab_size_of(directory)
+    if found is not None:
+        name, n = found
         if n > config.vocab_size:
             raise BertkitError(
-                f"{directory}: vocab.txt has {n} tokens but config.json vocab_size is {config.vocab_size}; "
+                f"{directory}: {name} has {n} tokens but config.json vocab_size is {config.vocab_size}; "
                 "ids past the embedding table would crash the model"
             )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import io
 import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,13 +26,19 @@ from tokenizers import AddedToken, models, trainers
 from .basic_tokenizer import normalizer, pre_tokenizer
 from .corpus import file_lines
 from .errors import BertkitError
-from .fileio import atomic_write_text, list_files, read_utf8
+from .fileio import atomic_write_text, list_files
 from .hub import resolve_model
-
-PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
-SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
-MAX_CHARS_PER_WORD = 100  # Google's limit: longer words become [UNK]
-_UNLIMITED = 10**20  # transformers treats a model_max_length above this as "no limit"
+from .vocab_files import (
+    CLS,
+    MASK,
+    MAX_CHARS_PER_WORD,
+    PAD,
+    SEP,
+    SPECIAL_TOKENS,
+    UNK,
+    read_tokenizer_folder,
+    read_vocab_txt,
+)
 
 Truncation = bool | Literal["longest_first", "only_first", "only_second", "do_not_truncate"]
 Padding = bool | Literal["longest", "max_length", "do_not_pad"]
@@ -149,35 +154,6 @@ def _gc_paused() -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading files.
-
-
-def _load_vocab(path: Path) -> dict[str, int]:
-    """Gives token -> id (id = line number - 1), read as transformers' load_vocab reads it."""
-    text = read_utf8(path, "vocab.txt", bom=True)  # a BOM stays part of the first token, as in transformers
-    tokens = [line.rstrip("\n") for line in io.StringIO(text, newline=None).readlines()]
-    vocab: dict[str, int] = {}
-    for i, token in enumerate(tokens):
-        if token in vocab:
-            raise BertkitError(f"{path} line {i + 1}: duplicate token {token!r} (first on line {vocab[token] + 1})")
-        vocab[token] = i
-    missing = [t for t in (UNK, CLS, SEP, MASK, PAD) if t not in vocab]
-    if missing:
-        bom = " (the file starts with a byte-order mark)" if tokens and tokens[0].startswith("\ufeff") else ""
-        raise BertkitError(f"{path}: vocabulary lacks the special token(s) {' '.join(missing)}{bom}")
-    return vocab
-
-
-def _config_value(config: dict[str, Any], path: Path, field: str, kind: type, default: Any) -> Any:
-    """Gives config[field] (or `default`), which must be None or of type `kind`."""
-    value = config.get(field, default)
-    wrong_type = not isinstance(value, kind) or (kind is int and isinstance(value, bool))
-    if value is not None and wrong_type:
-        raise BertkitError(f"{path}: field '{field}' has the wrong type ({value!r})")
-    return value
-
-
-# ---------------------------------------------------------------------------------------------
 
 
 class Tokenizer:
@@ -225,39 +201,16 @@ class Tokenizer:
         model_max_length: int | None = None,
     ) -> Tokenizer:
         """Gives a tokenizer on a Google vocab.txt (one token a line, id = line number - 1)."""
-        vocab = _load_vocab(Path(path))
+        vocab = read_vocab_txt(Path(path))
         return cls(vocab, do_lower_case=do_lower_case, strip_accents=strip_accents,
                    tokenize_chinese_chars=tokenize_chinese_chars, model_max_length=model_max_length)
 
     @classmethod
     def from_pretrained(cls, folder: str | Path, *, revision: str | None = None) -> Tokenizer:
-        """Gives the tokenizer in a folder holding vocab.txt and, optionally, tokenizer_config.json (or of a
-        Hugging Face model name, at `revision`)."""
-        folder = resolve_model(folder, revision)
-        if not folder.is_dir():
-            raise BertkitError(f"{folder}: {'is a file, not a folder with vocab.txt' if folder.is_file() else 'no such folder'}")
-        config_path, config = folder / "tokenizer_config.json", {}
-        if config_path.is_file():
-            try:
-                config = json.loads(read_utf8(config_path, "tokenizer config", bom=True))
-            except json.JSONDecodeError as e:
-                raise BertkitError(f"{config_path} line {e.lineno}: invalid JSON ({e.msg})") from None
-            if not isinstance(config, dict):
-                raise BertkitError(f"{config_path}: expected a JSON object")
-        for field, expected in (("unk_token", UNK), ("cls_token", CLS), ("sep_token", SEP),
-                                ("pad_token", PAD), ("mask_token", MASK)):
-            value = config.get(field, expected)
-            content = value.get("content") if isinstance(value, dict) else value
-            if content != expected:
-                raise BertkitError(f"{config_path}: field '{field}' is {content!r}; bertkit supports only {expected}")
-        max_length = _config_value(config, config_path, "model_max_length", int, None)
-        return cls.from_vocab_file(
-            folder / "vocab.txt",
-            do_lower_case=_config_value(config, config_path, "do_lower_case", bool, True),
-            strip_accents=_config_value(config, config_path, "strip_accents", bool, None),
-            tokenize_chinese_chars=_config_value(config, config_path, "tokenize_chinese_chars", bool, True),
-            model_max_length=None if max_length is None or max_length > _UNLIMITED else max_length,
-        )
+        """Gives the tokenizer in a folder holding vocab.txt or a BERT tokenizer.json, and optionally
+        tokenizer_config.json (or of a Hugging Face model name, at `revision`)."""
+        vocab, options = read_tokenizer_folder(resolve_model(folder, revision))
+        return cls(vocab, **options)
 
     def save_pretrained(self, folder: str | Path) -> None:
         """Writes vocab.txt and a transformers-style tokenizer_config.json into `folder`, atomically."""
