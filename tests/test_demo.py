@@ -66,7 +66,7 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog, req
     # the claims are the table's: the gains counted are those whose interval lies above zero
     clear = sum(stages[f"compare {t}"]["result"]["low"] > 0 for t in TASKS)
     assert (f"**{clear} of 4**" if lang == "en" else f"**4 个任务中的 {clear} 个**") in md
-    # the seed walkthrough's examples, each with what every model answered, marked right or wrong
+    # the walkthrough's examples, each with what every model answered, marked right or wrong, and the wrong ones named
     from bertkit.demo.run import SEEDS
 
     seeds = stages["seed examples"]["result"]
@@ -74,6 +74,9 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path: Path, lang: str, caplog, req
     for shown in seeds:
         assert shown["input"] in md and set(shown) >= {"pretrained", "scratch"}
     assert md.count(" ✓") + md.count(" ✗") >= 2 * len(seeds)
+    wrong = [s["job"] for s in seeds if not s["pretrained"]["right"]]
+    named = [line for line in md.splitlines() if line.startswith((words["wrong"].split("{")[0], words["all_right"]))]
+    assert len(named) == 1 and all(words["seed_name"][job] in named[0] for job in wrong), named
     # what the report shows: every example's input and expected answer beside both models' answers; a simple baseline
     # for each task; the masked-word panel; an attention picture
     from bertkit.demo.run import EXAMPLES, baselines, data_dir
@@ -121,7 +124,9 @@ def test_the_reference_column_and_its_absence(english_demo: Path, tmp_path: Path
                        *(f"fine-tune {task} (reference)" for task in (*TASKS, "sentiment", "nli", "entities"))}, ran
     md = (out / "report.md").read_text(encoding="utf-8")
     stages = json.loads((out / "stages.json").read_text())
-    assert f"| {tiny_model} | a simple baseline |" in md and f"--reference {tiny_model}" in md and str(other) not in md
+    # named by its folder's name, never by a path of this machine (the report is read on others)
+    assert f"| {tiny_model.name} | a simple baseline |" in md and f"--reference {tiny_model.name}`" in md
+    assert str(tiny_model) not in md and str(other) not in md and other.name not in md
     for task in (*TASKS, "sentiment", "nli", "entities"):
         assert stages[f"fine-tune {task} (reference)"]["depends_on"] == str(tiny_model)
         settings = json.loads((out / "finetune" / f"{task}-reference" / "settings.json").read_text())
@@ -138,3 +143,28 @@ def test_the_reference_column_and_its_absence(english_demo: Path, tmp_path: Path
     lines = [line for line in md.splitlines() if "No column for the reference model" in line]
     assert len(lines) == 1 and "google/bert_uncased_L-4_H-256_A-4" in lines[0] and "HF_HUB_OFFLINE is set" in lines[0]
     assert "(reference)" not in (out / "stages.json").read_text()
+
+
+def test_the_report_names_a_reference_by_its_name_and_says_the_minutes(tmp_path: Path) -> None:
+    from bertkit.demo.prose import claims, reference_note, stage_name, without_paths
+    from bertkit.demo.report import reference_name
+
+    assert reference_name({"name": "sentence-transformers/all-MiniLM-L6-v2"}) == "sentence-transformers/all-MiniLM-L6-v2"
+    folder = tmp_path / "all-MiniLM-L6-v2"
+    folder.mkdir()
+    assert reference_name({"name": str(folder), "path": str(folder)}) == "all-MiniLM-L6-v2"
+    (folder / "README.md").write_text("---\nlibrary_name: bertkit\n---\n\n# my-reader\n\nA BERT.\n", encoding="utf-8")
+    assert reference_name({"name": str(folder), "path": str(folder)}) == "my-reader"  # its card's name
+    (tmp_path / "run" / "model").mkdir(parents=True)
+    assert reference_name({"name": str(tmp_path / "run" / "model")}) == "run/model"
+    assert "sentence-embedding" in reference_note("sentence-transformers/all-MiniLM-L6-v2", "en")
+    assert reference_note("bert-base-chinese", "zh") == ""
+    why = "x: no such model folder, and no model of that name in the cache (/root/.cache/hub); offline"
+    assert without_paths(why) == "x: no such model folder, and no model of that name in the cache; offline"
+    rows = [{"task": "ner", "gain": 5.0, "low": 1.0, "high": 9.0, "pretrained": 80.0, "reference": 90.0}]
+    baselines = {"ner": {"score": 60.0, "baseline": "train-lexicon lookup"}}
+    for lang, said in (("en", "The 3-minute model"), ("zh", "3 分钟的模型")):
+        text = " ".join(claims(rows, baselines, {"name": "m", "path": "p"}, lang, minutes=3, name="m"))
+        assert said in text and "ten-minute" not in text and "十分钟" not in text
+    assert stage_name("fine-tune pair (scratch)", "zh") == "微调句对分类（从零）"
+    assert stage_name("fine-tune pair (scratch)", "en") == "fine-tune pair (scratch)"

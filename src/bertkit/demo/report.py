@@ -10,7 +10,7 @@ from typing import Any
 from ..fileio import atomic_write_text
 from ..tasks import FAMILIES, get_task
 from .plots import plot_finetuning
-from .prose import WORDS, claims, task_title
+from .prose import WORDS, claims, reference_note, stage_name, task_title
 
 
 def results_rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -41,34 +41,36 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
     plot_finetuning(out, [r["task"] for r in rows])
     pre = stages.get("pre-train", {}).get("result") or {}
     ran = reference is not None and "path" in reference
-    name = (reference or {}).get("name", "")
+    name = reference_name(reference) if reference else ""
     inits = ("pretrained", "scratch", *(("reference",) if ran else ()))
     heads = {"pretrained": w["pretrained"], "scratch": w["scratch"], "reference": f"{name}"}
+    pictures = w["pictures"]
     lines = [
         f"# {w['title']}", "",
         w["lead"].format(preset=cfg.preset, steps=pre.get("steps", "?"),
-                         reference=w["with_reference"].format(name=f"`{name}`") if ran else ""), "",
-        *[line for c in claims(rows, baselines, reference, cfg.lang) for line in (c, "")],
+                         reference=w["with_reference"].format(name=f"`{name}`", what=reference_note(name, cfg.lang))
+                         if ran else ""), "",
+        *[line for c in claims(rows, baselines, reference, cfg.lang, minutes=cfg.minutes, name=name) for line in (c, "")],
         w["columns"].format(reference=f"{name} | " if ran else ""),
         "|---|---|---:|---:|---:|---:|" + ("---:|" if ran else "") + "---:|",
-        *[f"| {task_title(r['task'], cfg.lang)} | {r['metric']} | {r['scratch']:.1f} | {r['pretrained']:.1f} | "
-          f"{r['gain']:+.1f} | {_interval(r)} | " + (f"{_num(r['reference'])} | " if ran else "")
-          + f"{_baseline(baselines.get(r['task']))} |" for r in rows],
+        *[f"| {task_title(r['task'], cfg.lang)} | {w.get('metrics', {}).get(r['metric'], r['metric'])} | "
+          f"{r['scratch']:.1f} | {r['pretrained']:.1f} | {r['gain']:+.1f} | {_interval(r, w['to'])} | "
+          + (f"{_num(r['reference'])} | " if ran else "") + f"{_baseline(baselines.get(r['task']), w)} |" for r in rows],
         "", w["dev"], "",
         w["mlm"].format(acc=_pct(pre.get("mlm_acc")), base=_pct(pre.get("baseline")), shuffled=_pct(pre.get("shuffled")),
                         nsp=_pct(pre.get("nsp_acc"))), "",
         *_seeds(predictions.get("seeds", []), inits, heads, cfg.lang),
         *_fill_mask(inside.get("fill_mask", []), w),
         *_attention(inside.get("attention"), w),
-        f"## {w['pretraining']}", "", "![pre-training curves](pretrain.png)", "",
-        f"## {w['finetuning']}", "", "![fine-tuning curves](finetune.png)", "",
+        f"## {w['pretraining']}", "", f"![{pictures['pretrain']}](pretrain.png)", "",
+        f"## {w['finetuning']}", "", f"![{pictures['finetune']}](finetune.png)", "",
         f"## {w['examples']}", "", w["examples_lead"], "",
     ]
     for task, shown in predictions.items():
         if task == "seeds":
             continue
         t = get_task(task)
-        lines += [f"**{task_title(task, cfg.lang)}**", "",
+        lines += [f"**{task_title(task, cfg.lang)}**{'：' if cfg.lang == 'zh' else ': '}{w['what'][task]}", "",
                   f"| {w['input']} | {w['expected']} | " + " | ".join(heads[i] for i in inits) + " |",
                   "|---|---|" + "---|" * len(inits)]
         lines += [f"| {_cell(t.show_input(e['input'], e['pair']))} | {_cell(e['expected'])} | "
@@ -76,15 +78,34 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
                   for e in shown]
         lines.append("")
     lines += [f"## {w['timings']}", "", f"| {w['stage']} | {w['seconds']} |", "|---|---:|",
-              *[f"| {stage} | {v['seconds']:.0f} |" for stage, v in stages.items()],
+              *[f"| {stage_name(stage, cfg.lang)} | {v['seconds']:.0f} |" for stage, v in stages.items()],
               f"| **{w['total']}** | **{total_seconds:.0f}** |", "",
-              f"## {w['machine']}", "", *[f"- {k}: {v}" for k, v in machine.items()], "",
+              f"## {w['machine']}", "", *[f"- {w.get('machine_keys', {}).get(k, k)}: {v}" for k, v in machine.items()], "",
               f"{w['command']}: `bertkit demo --lang {cfg.lang} --minutes {cfg.minutes:g}"
               + (f" --reference {name}" if reference else "") + "`", ""]
     md = "\n".join(lines)
     atomic_write_text(out / "report.md", md)
     atomic_write_text(out / "report.html", _html(md, cfg.lang))
     return out / "report.html"
+
+
+def reference_name(reference: dict[str, Any]) -> str:
+    """The reference model by its name, never by a path of this machine: a Hugging Face name as given; for a folder,
+    the name its model card gives (its first heading), else the folder's name (with its parent's, for OUT/model)."""
+    given = str(reference.get("name", ""))
+    folder = Path(given).expanduser()
+    if not folder.is_dir():
+        return given
+    card = folder / "README.md"
+    if card.is_file():
+        text = card.read_text(encoding="utf-8", errors="replace")
+        if text.startswith("---"):
+            text = text.split("---", 2)[-1]  # past the YAML metadata
+        heading = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), "")
+        if heading:
+            return heading
+    folder = folder.resolve()
+    return f"{folder.parent.name}/{folder.name}" if folder.name == "model" and folder.parent.name else folder.name
 
 
 def _mark(prediction: dict[str, Any], expected: str) -> str:
@@ -110,16 +131,30 @@ def _seeds(shown: list[dict[str, Any]], inits: tuple[str, ...], heads: dict[str,
         return []
     w = WORDS[lang]
     lines = [f"## {w['seeds']}", "", w["seeds_lead"].format(lang=lang), "",
-             f"| {w['input']} | {w['expected']} | " + " | ".join(heads[i] for i in inits) + " |",
-             "|---|---|" + "---|" * len(inits)]
+             f"| {w['task']} | {w['input']} | {w['expected']} | " + " | ".join(heads[i] for i in inits) + " |",
+             "|---|---|---|" + "---|" * len(inits)]
     for e in shown:
         t = get_task(e["family"])
         cells = [_cell(t.show_prediction(e[i]["answer"])) + (" ✓" if e[i]["right"] else " ✗") for i in inits if i in e]
-        lines.append(f"| {_cell(t.show_input(e['input'], e['pair']))} | {_cell(e['expected'])} | " + " | ".join(cells) + " |")
-    return [*lines, ""]
+        lines.append(f"| {w['seed_task'].get(e['job'], e['job'])} | {_cell(t.show_input(e['input'], e['pair']))} | "
+                     f"{_cell(e['expected'])} | " + " | ".join(cells) + " |")
+    return [*lines, "", wrong_answers(shown, inits, heads, lang), ""]
 
 
-def _fill_mask(panel: list[dict[str, Any]], w: dict[str, str]) -> list[str]:
+def wrong_answers(shown: list[dict[str, Any]], inits: tuple[str, ...], heads: dict[str, str], lang: str) -> str:
+    """One sentence naming, for every model, the examples it answered wrong (or that all are right)."""
+    w = WORDS[lang]
+    items = []
+    for init in inits:
+        wrong = [w["seed_name"].get(e["job"], e["job"]) for e in shown if init in e and not e[init]["right"]]
+        if wrong:
+            examples = (", ".join(wrong[:-1]) + " and " + wrong[-1] if len(wrong) > 1 else wrong[0]) if lang == "en" \
+                else "、".join(wrong)
+            items.append(w["wrong_item"].format(model=heads[init], examples=examples))
+    return w["wrong"].format(items=("; " if lang == "en" else "；").join(items)) if items else w["all_right"]
+
+
+def _fill_mask(panel: list[dict[str, Any]], w: dict[str, Any]) -> list[str]:
     """The task pre-training is: guessing a masked word, pre-trained model beside its twin, on held-out sentences."""
     if not panel:
         return []
@@ -133,23 +168,23 @@ def _tokens(tokens: list[str]) -> str:
     return " ".join(f"`{_cell(t)}`" for t in tokens)
 
 
-def _attention(shown: dict[str, Any] | None, w: dict[str, str]) -> list[str]:
+def _attention(shown: dict[str, Any] | None, w: dict[str, Any]) -> list[str]:
     if not shown:
         return []
     return [f"## {w['attention']}", "", w["attention_lead"].format(text=shown["text"], pair=shown["pair"]),
-            "", f"![attention of every head]({shown['picture']})", ""]
+            "", f"![{w['pictures']['attention']}]({shown['picture']})", ""]
 
 
-def _baseline(entry: dict[str, Any] | None) -> str:
-    return "?" if not entry else f"{entry['score']:.1f} ({entry['baseline']})"
+def _baseline(entry: dict[str, Any] | None, w: dict[str, Any]) -> str:
+    return "?" if not entry else f"{entry['score']:.1f} ({w.get('baselines', {}).get(entry['baseline'], entry['baseline'])})"
 
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "/").replace("\n", " ")
 
 
-def _interval(row: dict[str, Any]) -> str:
-    return "?" if row["low"] is None else f"{row['low']:+.1f} to {row['high']:+.1f}"
+def _interval(row: dict[str, Any], to: str = "to") -> str:
+    return "?" if row["low"] is None else f"{row['low']:+.1f} {to} {row['high']:+.1f}"
 
 
 def _num(x: float | None) -> str:
