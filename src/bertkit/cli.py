@@ -172,8 +172,9 @@ def cmd_embed(args: argparse.Namespace) -> None:
     from .embed import Embedder
 
     texts = [t for t in _texts(args) if t.strip()]
-    vectors = Embedder(args.model, pooling=args.pooling, normalize=args.normalize, batch_size=args.batch_size,
-                       device=args.device)(texts, progress=args.out is not None)
+    embedder = Embedder(args.model, pooling=args.pooling, normalize=args.normalize, batch_size=args.batch_size,
+                        device=args.device)
+    vectors = embedder(texts, progress=args.out is not None)
     if args.out is not None:
         from .fileio import atomic_write
 
@@ -182,7 +183,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
                 np.save(f, vectors)
 
         atomic_write(args.out, write)
-        print(f"wrote {args.out}: {vectors.shape[0]} x {vectors.shape[1]} float32 ({args.pooling} pooling)")
+        print(f"wrote {args.out}: {vectors.shape[0]} x {vectors.shape[1]} float32 ({embedder.pooling} pooling)")
         return
     for text, vector in zip(texts, vectors, strict=True):
         print(json.dumps({"text": text, "embedding": [round(float(x), 6) for x in vector]}, ensure_ascii=False))
@@ -337,9 +338,11 @@ def _embed(p: argparse.ArgumentParser) -> Command:
     p.add_argument("--model", required=True, type=Path, help="any model folder (its encoder), or an exported encoder")
     p.add_argument("text", nargs="*", help="texts (default: --file, or lines of stdin)")
     p.add_argument("--file", type=Path, help="a file of texts, one per line")
-    p.add_argument("--pooling", choices=["mean", "cls", "pooler"], default="mean",
-                   help="mean of the token vectors (default), the [CLS] vector, or the pooler's output")
-    p.add_argument("--normalize", action="store_true", help="unit length (dot product = cosine)")
+    p.add_argument("--pooling", choices=["mean", "cls", "pooler"],
+                   help="mean of the token vectors, the [CLS] vector, or the pooler's output (default: what the "
+                        "folder's sentence-transformers files say, else mean)")
+    p.add_argument("--normalize", action="store_true",
+                   help="unit length (dot product = cosine); on by itself where the folder's files say so")
     p.add_argument("--out", type=Path, help="write all vectors to this .npy file instead of JSON lines")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")

@@ -8,6 +8,8 @@ as sentence-transformers' MiniLM was trained for), `cls` (the [CLS] vector), or 
 tanh layer, which NSP trained); `--normalize` scales each to length 1, so that dot products are cosines.
 Texts run in length-sorted batches, so a large file goes at the speed of inference. Any model folder
 works: a pre-trained or fine-tuned one (its encoder), a Hugging Face BertModel, or an exported encoder.
+A folder with sentence-transformers' files (bertkit.sentence_files) says its own pooling, normalization
+and length, and gives the vectors SentenceTransformer gives.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tqdm.auto import tqdm
 from .errors import BertkitError
 from .folders import architecture_of, is_exported
 from .runtime import INPUTS, OnnxBackend, TorchBackend, batches
+from .sentence_files import read_sentence_config
 from .tokenizer import Tokenizer
 
 POOLINGS = ("mean", "cls", "pooler")
@@ -30,12 +33,19 @@ POOLINGS = ("mean", "cls", "pooler")
 class Embedder:
     """An encoder and its tokenizer: texts in, one vector each out, as a (N, hidden) float32 array."""
 
-    def __init__(self, model_dir: str | Path, pooling: str = "mean", normalize: bool = False, batch_size: int = 64,
+    def __init__(self, model_dir: str | Path, pooling: str | None = None, normalize: bool = False, batch_size: int = 64,
                  max_length: int | None = None, device: str = "auto", max_tokens: int | None = None):
+        """`pooling` None: what the folder's sentence-transformers files say, else mean; they can also turn
+        `normalize` on, and set `max_length` (else the tokenizer's limit, else the model's)."""
+        model_dir = Path(model_dir)
+        declared = read_sentence_config(model_dir)
+        pooling = pooling or (declared.pooling if declared else "mean")
         if pooling not in POOLINGS:
             raise BertkitError(f"--pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
-        model_dir = Path(model_dir)
+        normalize = normalize or bool(declared and declared.normalize)
+        max_length = max_length or (declared.max_seq_length if declared else None)
         self.tokenizer = Tokenizer.from_pretrained(model_dir)
+        max_length = max_length or self.tokenizer.model_max_length
         self.pooling, self.normalize, self.batch_size, self.max_tokens = pooling, normalize, batch_size, max_tokens
         if is_exported(model_dir):
             if architecture_of(model_dir) != "BertModel":
