@@ -1,9 +1,14 @@
-"""The demo's three small template tasks, on which it answers the seed walkthrough's examples where the main
-built-in tasks cannot hold them: a food-delivery review's sentiment, an NLI pair, and entities with
-organizations (the main NER task has persons and places only). Built from the word lists in
+"""The demo's three small template tasks, on which it answers the examples of a walkthrough of the BERT paper
+where the main built-in tasks cannot hold them: a food-delivery review's sentiment, an NLI pair, and entities
+with organizations (the main NER task has persons and places only). Built from the word lists in
 scripts/demo_data/seed-tasks.json, bertkit's own (Apache-2.0), by a seeded hash: the same rows on every
 machine. The last entries of each list (HELD_OUT) appear in dev only, so that dev asks for more than recall
-of the training sentences; the seed examples themselves are in neither file.
+of the training sentences. The examples themselves are in neither file, nor any sentence close to them, nor
+their names (tests/test_demo_data.py measures it): a model right on them has learnt the templates' pattern.
+
+Reviews are single verdicts ("the dumplings were delicious") or mixed ones, a complaint about one dish then
+praise of another or the other way round, labelled by how they end: the walkthrough's review ends on praise
+and is positive.
 
     rows = seed_rows("zh")    # {"sentiment": (train, dev), "nli": (train, dev), "entities": (train, dev)}
 """
@@ -15,16 +20,13 @@ import json
 import re
 from pathlib import Path
 
+from bertkit.demo.run import SEEDS as DEMO_SEEDS
+
 LISTS = Path(__file__).resolve().parent / "demo_data" / "seed-tasks.json"
 HELD_OUT = 3  # of each list, the last ones go to dev only
-# The seed examples (docs/tour.md; the demo's report shows them), kept out of both files.
-SEEDS = {
-    "zh": {"sentiment": "抄手很难吃，慎点…", "nli": ("两个女人互相拥抱。", "两个女人在表达爱意。"),
-           "entities": "小明在北京大学的燕园看了中国男篮的一场比赛"},
-    "en": {"sentiment": "The wontons taste terrible, think twice before ordering…",
-           "nli": ("Two women are hugging each other.", "Two women are showing affection."),
-           "entities": "Xiaoming watched a game of the Chinese men's basketball team at Yanyuan of Peking University."},
-}
+# The walkthrough's examples (bertkit.demo.run.SEEDS; the demo's report shows them), kept out of both files.
+SEEDS = {lang: {job: (text, pair) if pair else text for job, text, pair, _ in examples if job != "qa"}
+         for lang, examples in DEMO_SEEDS.items()}
 PREFIXES = {"zh": ["", "这家的", "今天点的", "第二次点，", "外卖的"], "en": ["The", "Today's", "This place's", "Our", "The delivered"]}
 LABELS = ("entailment", "contradiction", "neutral")
 
@@ -38,7 +40,22 @@ def _split(items: list) -> tuple[list, list]:
 
 
 def sentiment(lang: str, words: dict) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(review, positive|negative) rows: a dish (with an opening) and what the eater thought."""
+    """(review, positive|negative) rows: a dish (with an opening) and what the eater thought; half of them mixed,
+    one dish praised and another not, labelled by the verdict they end on."""
+    def mixed(dishes: list[str], good: list[str], bad: list[str], salt: str, n: int) -> set[tuple[str, str]]:
+        out = set()
+        for i in range(n):
+            k = lambda part, i=i: _key(lang, "mixed", salt, str(i), part)  # noqa: E731
+            prefix = PREFIXES[lang][k("prefix") % len(PREFIXES[lang])]
+            first = dishes[k("first") % len(dishes)]
+            second = [d for d in dishes if d != first][k("second") % (len(dishes) - 1)]
+            ends_well = k("label") % 2 == 0
+            opening, closing = (bad, good) if ends_well else (good, bad)
+            a, b = opening[k("a") % len(opening)], closing[k("b") % len(closing)]
+            text = f"{prefix}{first}{a}，{second}{b}" if lang == "zh" else f"{prefix} {first} {a}; the {second} {b}"
+            out.add((text[0].upper() + text[1:] if lang == "en" else text, "positive" if ends_well else "negative"))
+        return out
+
     def rows(dishes: list[str], good: list[str], bad: list[str]) -> set[tuple[str, str]]:
         out = set()
         for prefix in PREFIXES[lang]:
@@ -53,7 +70,11 @@ def sentiment(lang: str, words: dict) -> tuple[list[tuple[str, str]], list[tuple
     (train_good, all_good), (train_bad, all_bad) = _split(words["good"]), _split(words["bad"])
     train = rows(train_dishes, train_good, train_bad)
     dev = rows(all_dishes, all_good, all_bad) - train
-    return _finish(train, dev, lang, "sentiment", 1200, 300)
+    train_mixed = mixed(train_dishes, train_good, train_bad, "train", 1000)
+    dev_mixed = mixed(all_dishes, all_good, all_bad, "dev", 1000) - train_mixed
+    (single_train, single_dev), (mixed_train, mixed_dev) = (_finish(train, dev, lang, "sentiment", 600, 150),
+                                                            _finish(train_mixed, dev_mixed, lang, "sentiment", 600, 150))
+    return _order([*single_train, *mixed_train], lang, "sentiment"), _order([*single_dev, *mixed_dev], lang, "sentiment")
 
 
 def nli(lang: str, words: dict) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
@@ -119,10 +140,14 @@ def _finish(train: set, dev: set, lang: str, task: str, n_train: int, n_dev: int
     seed = SEEDS[lang][task]
 
     def order(rows: set) -> list:
-        kept = [r for r in rows if r[0] != seed and r[:2] != seed]
-        return sorted(kept, key=lambda r: _key(lang, task, json.dumps(r, ensure_ascii=False)))
+        return _order([r for r in rows if r[0] != seed and r[:2] != seed], lang, task)
 
     return order(train)[:n_train], order(dev)[:n_dev]
+
+
+def _order(rows: list, lang: str, task: str) -> list:
+    """The rows in an order fixed by their content (a seeded hash), whatever order they came in."""
+    return sorted(rows, key=lambda r: _key(lang, task, json.dumps(r, ensure_ascii=False)))
 
 
 def seed_rows(lang: str) -> dict[str, tuple[list, list]]:

@@ -170,3 +170,88 @@ def test_readme_documents_the_label_sets():
         for lang in LANGS:
             for label in labels[lang]:
                 assert label in readme, f"README.md does not name {lang}/{task} label {label!r}"
+
+
+def _distance(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance of two strings (characters), or limit + 1 once it is known to exceed limit."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+        if min(row) > limit:
+            return limit + 1
+    return row[-1]
+
+
+def _seed_texts(lang: str) -> dict[str, list[str]]:
+    """Every text of each template task's files (both splits): reviews, premises and hypotheses, sentences."""
+    texts = {}
+    for job, (task, ext) in {"sentiment": ("classify", "tsv"), "nli": ("pair", "tsv"), "entities": ("ner", "txt")}.items():
+        found = []
+        for split in ("train", "dev"):
+            for e in get_task(task).read(DATA / lang / "seed" / job / f"{split}.{ext}"):
+                if task == "ner":
+                    found.append(("" if lang == "zh" else " ").join(e.words))
+                else:
+                    found += [e.text, *([e.pair] if e.pair else [])]
+        texts[job] = found
+    return texts
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_template_tasks_hold_neither_the_walkthroughs_examples_nor_their_names(lang):
+    """A model right on the walkthrough's examples has learnt the templates' pattern, not recalled the example: no
+    sentence of the template tasks is within a quarter of an example's length (in edit distance) of it, and no
+    name of the examples is in them."""
+    from bertkit.demo.run import SEEDS
+
+    texts = _seed_texts(lang)
+    everything = [t for found in texts.values() for t in found]
+    for job, text, pair, expected in SEEDS[lang]:
+        examples = [text, *([pair] if pair else [])]
+        if job == "entities" and lang == "en":  # the files hold words: compare the example as words too
+            examples = [" ".join(words_of_conll(text))]
+        for example in examples:
+            limit = max(3, len(example) // 4)
+            close = [t for t in everything if _distance(t, example, limit) <= limit]
+            assert not close, f"{lang}: template sentences within {limit} edits of {example!r}: {close[:5]}"
+        if job == "entities":
+            names = [name.strip() for part in expected.split(";") for name in part.split(":", 1)[1].split(",")]
+            for name in names:
+                inside = [t for t in everything if name in t]
+                assert not inside, f"{lang}: the example's name {name!r} is in the template tasks: {inside[:3]}"
+
+
+def words_of_conll(text: str) -> list[str]:
+    from bertkit.tasks import words_of
+
+    return list(words_of(text, "conll")[0])
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_walkthroughs_review_is_whole_and_the_sentiment_task_teaches_how_it_reads(lang):
+    """The review is the walkthrough's own, whole (its praise at the end is the point: positive), and the sentiment
+    task has mixed reviews labelled by how they end, so that the answer is learnable, not a coin flip."""
+    from bertkit.demo.run import SEEDS
+
+    review = {job: (text, expected) for job, text, _, expected in SEEDS[lang]}["sentiment"]
+    if lang == "zh":
+        assert review == ("抄手很难吃，慎点，巧手大拌菜推荐，真的不错", "positive")
+    else:
+        assert review[1] == "positive" and "wontons" in review[0] and "really good" in review[0]
+    rows = get_task("classify").read(DATA / lang / "seed" / "sentiment" / "train.tsv")
+    cues = {"zh": {"negative": "差评|难吃|恶心|凉透|扔了|吃不下|送错", "positive": "好评|推荐|很好吃|满意|赞|香"},
+            "en": {"negative": "awful|never again|cold|one star|disgusting|inedible|avoid|wrong",
+                   "positive": "delicious|great|five stars|happy|amazing|tasty|worth|love"}}[lang]
+    for label, other in (("positive", "negative"), ("negative", "positive")):  # ends one way after the other
+        mixed = [e for e in rows if e.label == label and re.search(cues[other], e.text) and re.search(cues[label], e.text)]
+        assert len(mixed) >= 150, f"{lang}: {len(mixed)} {label} reviews that also hold a {other} verdict"
+
+
+def test_chinese_nli_subjects_are_plural_where_the_action_takes_two():
+    rows = get_task("pair").read(DATA / "zh" / "seed" / "nli" / "train.tsv")
+    odd = [e.text for e in rows if re.match(r"一(个|位|名)", e.text) and "互" in e.text]
+    assert not odd, odd[:5]

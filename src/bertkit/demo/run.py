@@ -63,16 +63,19 @@ EXAMPLES: dict[str, dict[str, list[tuple[str, str | None, str]]]] = {
         "ner": [("小明在北京大学的燕园看了中国男篮的一场比赛", None, "PER: 小明; LOC: 北京大学, 燕园")],
     },
 }
-# The seed walkthrough's four examples, each answered by models fine-tuned on a task where it makes sense: a
-# review's sentiment, an NLI pair and entities with organizations on the small template tasks of data/LANG/seed
-# (the main tasks hold none of them), the question on the main QA task. (job, text, pair or context, expected)
+# The four examples of a (Chinese) walkthrough of the BERT paper, exactly as it writes them and with its answers
+# (English: their translations), each answered by models fine-tuned on a task where it makes sense: the review's
+# sentiment (positive: it ends on praise), the NLI pair and the entities with organizations on the small template
+# tasks of data/LANG/seed (the main tasks hold none of them; the templates hold neither these sentences nor their
+# names, tests/test_demo_data.py), the question on the main QA task. (job, text, pair or context, expected)
 SEEDS: dict[str, list[tuple[str, str, str | None, str]]] = {
-    "en": [("sentiment", "The wontons taste terrible, think twice before ordering…", None, "negative"),
+    "en": [("sentiment", "The wontons taste terrible, order with care; the Qiaoshou mixed salad is recommended, "
+                         "really good.", None, "positive"),
            ("nli", "Two women are hugging each other.", "Two women are showing affection.", "entailment"),
            ("qa", "What's my name?", "My name is Clara and I live in Berkeley.", "Clara"),
            ("entities", "Xiaoming watched a game of the Chinese men's basketball team at Yanyuan of Peking University.",
             None, "PER: Xiaoming; ORG: Chinese men's basketball team, Peking University; LOC: Yanyuan")],
-    "zh": [("sentiment", "抄手很难吃，慎点…", None, "negative"),
+    "zh": [("sentiment", "抄手很难吃，慎点，巧手大拌菜推荐，真的不错", None, "positive"),
            ("nli", "两个女人互相拥抱。", "两个女人在表达爱意。", "entailment"),
            ("qa", "我叫什么名字？", "我叫克拉拉，住在伯克利。", "克拉拉"),
            ("entities", "小明在北京大学的燕园看了中国男篮的一场比赛", None, "PER: 小明; ORG: 北京大学, 中国男篮; LOC: 燕园")],
@@ -355,7 +358,7 @@ def _predict(out: Path, cfg: DemoSettings, inits: tuple[str, ...] = ("pretrained
 
 
 def _seed_examples(out: Path, cfg: DemoSettings, inits: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The seed walkthrough's examples, each answered by every model fine-tuned on its task, marked right or wrong."""
+    """The walkthrough's examples, each answered by every model fine-tuned on its task, marked right or wrong."""
     shown = []
     for job, text, pair, expected in SEEDS[cfg.lang]:
         answers = {init: pipeline(out / "finetune" / f"{job}-{init}" / "model")([text], [pair] if pair else None)[0]
