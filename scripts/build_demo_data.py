@@ -827,7 +827,7 @@ def build(shared: Path) -> dict[str, bytes]:
         labels = sorted({t for _, tags in train for t in tags})
         stats[f"{lang}/ner"] = Stats({"train": len(train), "dev": len(dev)}, labels)
 
-        seeds = seed_rows(lang)  # the template tasks the seed walkthrough's examples are answered on
+        seeds = seed_rows(lang)  # the template tasks the paper walkthrough's examples are answered on
         for split, rows in zip(("train", "dev"), seeds["sentiment"], strict=True):
             files[f"{lang}/seed/sentiment/{split}.tsv"] = tsv(("sentence", "label"), rows)
         for split, rows in zip(("train", "dev"), seeds["nli"], strict=True):

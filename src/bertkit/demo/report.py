@@ -126,7 +126,7 @@ def matches(prediction: dict[str, Any], expected: str) -> bool:
 
 
 def _seeds(shown: list[dict[str, Any]], inits: tuple[str, ...], heads: dict[str, str], lang: str) -> list[str]:
-    """The seed walkthrough's examples: each input, the expected answer, every model's, right or wrong."""
+    """The walkthrough's examples: each input, the expected answer, every model's, right or wrong."""
     if not shown:
         return []
     w = WORDS[lang]
