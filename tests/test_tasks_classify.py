@@ -41,7 +41,7 @@ def test_end_to_end_with_a_tiny_model(builtin_data: Path, tok: Tokenizer):
     with torch.no_grad():
         for i in range(0, len(features), 32):
             batch = to_tensors(task.collate(features.rows[i : i + 32], tok.pad_token_id))
-            assert set(batch) <= set(inspect.signature(model.forward).parameters)
+            assert set(batch) <= {*inspect.signature(model.forward).parameters, *model.head_type.targets}
             assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
             out = model(**batch)
             # the loss is the mean cross-entropy of the rows' gold labels, which are the file's, in label-id order

@@ -180,7 +180,7 @@ def test_tiny_model_batch(builtin_data: Path, tok: Tokenizer):
     model = MODEL_CLASSES[task.architecture](BertConfig.preset("tiny", vocab_size=tok.vocab_size).with_labels(labels))
     batch = to_tensors(task.collate(features.rows, tok.pad_token_id))
     assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
-    assert set(batch) <= set(inspect.signature(model.forward).parameters)
+    assert set(batch) <= {*inspect.signature(model.forward).parameters, *model.head_type.targets}
     assert (batch["labels"][batch["attention_mask"] == 0] == IGNORE).all()
     with torch.no_grad():
         out = model(**batch)

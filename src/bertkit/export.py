@@ -18,6 +18,7 @@ per output channel, activations quantized on the fly.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import shutil
@@ -33,19 +34,12 @@ from torch import nn
 from .errors import BertkitError
 from .fileio import staged_dir
 from .folders import ONNX_NAME, TASK_FILE, architecture_of
-from .heads import MODEL_CLASSES, to_tensors
-from .model import BertModel
+from .heads import MODEL_CLASSES, TaskModel, to_tensors
+from .model import BertModel, BertOutput
 from .runtime import CRF_FILE, INPUTS, OnnxBackend
 from .tokenizer import Tokenizer
 
 QUANTIZE = ("int8",)
-# the outputs of each model class, as the exported graph names them
-OUTPUTS = {
-    "BertModel": ("last_hidden_state", "pooler_output"),
-    "BertForSequenceClassification": ("logits",),
-    "BertForTokenClassification": ("logits",),
-    "BertForQuestionAnswering": ("start_logits", "end_logits"),
-}
 
 
 class _Graph(nn.Module):
@@ -72,19 +66,28 @@ def export(model_dir: str | Path, out: str | Path, quantize: str | None = None, 
         raise BertkitError(f"--opset must be 18 or more (torch.onnx's exporter), got {opset}")
     if tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 5):
         raise BertkitError(f"bertkit export needs torch >= 2.5 (its ONNX exporter), this is {torch.__version__}")
-    architecture = architecture_of(model_dir)
-    kind = MODEL_CLASSES.get(architecture or "", BertModel) if architecture in OUTPUTS else BertModel
+    kind = MODEL_CLASSES.get(architecture_of(model_dir) or "", BertModel)
+    if not issubclass(kind, TaskModel):  # a pre-trained model exports as its encoder
+        kind = BertModel
     model = kind.from_pretrained(model_dir).eval()
     encoder = model if isinstance(model, BertModel) else model.bert
     encoder.unpad = False
-    outputs = tuple(n for n in OUTPUTS[kind.hf_architecture] if n != "pooler_output" or encoder.pooler is not None)
+    outputs, per_token = _outputs(kind)
+    outputs = tuple(n for n in outputs if n != "pooler_output" or encoder.pooler is not None)
     tokenizer = Tokenizer.from_pretrained(model_dir)
     with staged_dir(out) as tmp:
-        return _write(model, kind, tokenizer, model_dir, tmp, outputs, opset, quantize)
+        return _write(model, kind, tokenizer, model_dir, tmp, outputs, per_token, opset, quantize)
+
+
+def _outputs(kind: type) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The outputs a model class gives, as the exported graph names them, and those given per token."""
+    if issubclass(kind, TaskModel):
+        return kind.head_type.outputs(), kind.head_type.per_token
+    return tuple(f.name for f in dataclasses.fields(BertOutput)), frozenset({"last_hidden_state"})
 
 
 def _write(model: Any, kind: type, tokenizer: Tokenizer, model_dir: Path, tmp: Path, outputs: tuple[str, ...],
-           opset: int, quantize: str | None) -> dict[str, Any]:
+           per_token: frozenset[str], opset: int, quantize: str | None) -> dict[str, Any]:
     """Writes the exported folder into `tmp`: the graph, config, tokenizer, task file and CRF; gives the record."""
     with tempfile.TemporaryDirectory() as work:
         graph = Path(work) / ONNX_NAME
@@ -103,7 +106,6 @@ def _write(model: Any, kind: type, tokenizer: Tokenizer, model_dir: Path, tmp: P
 
         scores = crf.tag_scores()
         save_file({"start": scores.start, "transitions": scores.transitions, "end": scores.end}, str(tmp / CRF_FILE))
-    per_token = {"last_hidden_state", "start_logits", "end_logits", *(("logits",) if kind.hf_architecture == "BertForTokenClassification" else ())}
     record = {
         "source": str(model_dir), "architecture": kind.hf_architecture, "outputs": list(outputs), "opset": opset,
         "quantize": quantize, "max_abs_diff": _compare(model, tmp, tokenizer, outputs, per_token), **_versions(),
@@ -148,7 +150,7 @@ def _quantize_int8(source: Path, target: Path, work: Path) -> None:
 
 
 @torch.no_grad()
-def _compare(model: nn.Module, folder: Path, tokenizer: Tokenizer, outputs: tuple[str, ...], per_token: set[str]) -> float:
+def _compare(model: nn.Module, folder: Path, tokenizer: Tokenizer, outputs: tuple[str, ...], per_token: frozenset[str]) -> float:
     """Gives the largest difference between onnxruntime on the exported graph and PyTorch (per-token outputs:
     at the real tokens; QA's padding scores the lowest float in both, and the encoder's is zero)."""
     example = _example(tokenizer)

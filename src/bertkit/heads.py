@@ -1,12 +1,14 @@
 """Task heads (they return tensors), their losses (plain functions), and the models that put a head
-on the encoder: BertForPreTraining, BertForSequenceClassification, BertForQuestionAnswering,
-BertForTokenClassification.
+on the encoder: BertForPreTraining, and the TaskModel classes BertForSequenceClassification,
+BertForQuestionAnswering and BertForTokenClassification (the encoder and a Head, composed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -17,7 +19,7 @@ from .config import IGNORE, BertConfig
 from .crf import CRF, pack_words
 from .errors import BertkitError
 from .folders import architecture_of
-from .model import BertModel, Pretrained, activation
+from .model import BertModel, BertOutput, Pretrained, activation
 
 
 class MaskedLMHead(nn.Module):
@@ -139,40 +141,54 @@ class BertForPreTraining(Pretrained):
         return PreTrainingOutput(total, lm, ns, logits, seq_logits)
 
 
+# ---- task heads, and the task model that puts one on the encoder ---------------------------------------------
+
+
+class Head(nn.Module):
+    """A task head: the encoder's output -> the task's outputs (an output dataclass, its `loss` None); `loss` gives
+    their loss against targets. Its `parts` are the modules it holds, under the names transformers gives them: a
+    TaskModel holds them at its top level, so checkpoints keep transformers' parameter names."""
+
+    parts: ClassVar[tuple[str, ...]]  # attribute names of its modules (an optional one may be None)
+    output: ClassVar[type]  # its output dataclass: `loss`, then the outputs
+    targets: ClassVar[tuple[str, ...]]  # the keyword arguments of `loss` that a forward with targets takes
+    pooled: ClassVar[bool] = False  # reads the pooled [CLS] vector (the encoder keeps its pooler)
+    per_token: ClassVar[frozenset[str]] = frozenset()  # outputs given per token, (B, T, ...), not per row
+
+    @classmethod
+    def outputs(cls) -> tuple[str, ...]:
+        """The names of its outputs, in order (as an exported graph names them)."""
+        return tuple(f.name for f in dataclasses.fields(cls.output) if f.name != "loss")
+
+
 @dataclass
 class SequenceClassifierOutput:
     loss: torch.Tensor | None
     logits: torch.Tensor  # (B, num_labels)
 
 
-class BertForSequenceClassification(Pretrained):
-    """A single text or a pair -> the pooled [CLS] output -> N classes, or one score (regression)."""
+class SequenceClassificationHead(Head):
+    """The pooled [CLS] vector -> N classes, one score (regression) or N independent labels (multi-label)."""
 
-    hf_architecture = "BertForSequenceClassification"
-    head_prefixes = ("classifier.",)
+    parts = ("classifier",)
+    output = SequenceClassifierOutput
+    targets = ("labels",)
+    pooled = True
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config, init=False)
         self.classifier = Classifier(config)
-        self.init_weights()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-    ) -> SequenceClassifierOutput:
-        logits = self.classifier(self.bert(input_ids, attention_mask, token_type_ids).pooler_output)
-        out = SequenceClassifierOutput(None, logits)
-        if labels is not None:
-            out.loss = self.loss_of(out, labels=labels)
-        return out
+    def forward(self, encoded: BertOutput, attention_mask: torch.Tensor | None) -> SequenceClassifierOutput:
+        return SequenceClassifierOutput(None, self.classifier(encoded.pooler_output))
 
-    def loss_of(self, out: SequenceClassifierOutput, labels: torch.Tensor) -> torch.Tensor:
-        """The loss of outputs against their labels (what forward gives when it has labels)."""
+    def loss(self, out: SequenceClassifierOutput, labels: torch.Tensor, class_weights: torch.Tensor | None = None,
+             reduction: str = "mean") -> torch.Tensor:
+        """The loss of the config's problem type; with `class_weights`, the cross-entropy weighted by class (the
+        "mean" is over the weights, as PyTorch's `weight=`)."""
+        if class_weights is not None:
+            return F.cross_entropy(out.logits.float(), labels, weight=class_weights, reduction=reduction)
         return classification_loss(out.logits, labels, self.config.problem_type)
 
 
@@ -183,37 +199,23 @@ class QuestionAnsweringOutput:
     end_logits: torch.Tensor  # (B, T)
 
 
-class BertForQuestionAnswering(Pretrained):
+class SpanHead(Head):
     """Extractive QA: a start and an end logit for every token of question + passage (padding: the lowest)."""
 
-    hf_architecture = "BertForQuestionAnswering"
-    head_prefixes = ("qa_outputs.",)
+    parts = ("qa_outputs",)
+    output = QuestionAnsweringOutput
+    targets = ("start_positions", "end_positions")
+    per_token = frozenset({"start_logits", "end_logits"})
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.config = config
-        self.bert = BertModel(config, add_pooling_layer=False, init=False)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
-        self.init_weights()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        start_positions: torch.Tensor | None = None,
-        end_positions: torch.Tensor | None = None,
-    ) -> QuestionAnsweringOutput:
-        hidden = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state
-        start_logits, end_logits = span_logits(self.qa_outputs, hidden, attention_mask).unbind(-1)
-        out = QuestionAnsweringOutput(None, start_logits.contiguous(), end_logits.contiguous())
-        if start_positions is not None and end_positions is not None:
-            out.loss = self.loss_of(out, start_positions=start_positions, end_positions=end_positions)
-        return out
+    def forward(self, encoded: BertOutput, attention_mask: torch.Tensor | None) -> QuestionAnsweringOutput:
+        start_logits, end_logits = span_logits(self.qa_outputs, encoded.last_hidden_state, attention_mask).unbind(-1)
+        return QuestionAnsweringOutput(None, start_logits.contiguous(), end_logits.contiguous())
 
-    def loss_of(self, out: QuestionAnsweringOutput, start_positions: torch.Tensor,
-                end_positions: torch.Tensor) -> torch.Tensor:
-        """The loss of outputs against their spans (what forward gives when it has them)."""
+    def loss(self, out: QuestionAnsweringOutput, start_positions: torch.Tensor, end_positions: torch.Tensor) -> torch.Tensor:
         return span_loss(out.start_logits, out.end_logits, start_positions, end_positions)
 
 
@@ -223,50 +225,96 @@ class TokenClassifierOutput:
     logits: torch.Tensor  # (B, T, num_labels)
 
 
-class BertForTokenClassification(Pretrained):
+class TaggingHead(Head):
     """Sequence labelling (NER): a label for every token; -100 marks tokens without one.
 
     With `config.crf`, a linear-chain CRF over the labelled (first sub-token) positions gives the loss
     and, at prediction, the best whole tag sequence; `logits` stay the per-token emission scores.
     """
 
-    hf_architecture = "BertForTokenClassification"
-    head_prefixes = ("classifier.", "crf.")
+    parts = ("classifier", "crf")
+    output = TokenClassifierOutput
+    targets = ("labels",)
+    per_token = frozenset({"logits"})
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.config = config
-        self.bert = BertModel(config, add_pooling_layer=False, init=False)
         self.classifier = Classifier(config)
         self.crf = CRF.for_labels([config.id2label[i] for i in range(config.num_labels)]) if config.crf else None
-        self.init_weights()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-    ) -> TokenClassifierOutput:
-        logits = self.classifier(self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state)
-        out = TokenClassifierOutput(None, logits)
-        if labels is not None:
-            out.loss = self.loss_of(out, labels=labels)
-        return out
+    def forward(self, encoded: BertOutput, attention_mask: torch.Tensor | None) -> TokenClassifierOutput:
+        return TokenClassifierOutput(None, self.classifier(encoded.last_hidden_state))
 
-    def loss_of(self, out: TokenClassifierOutput, labels: torch.Tensor) -> torch.Tensor:
-        """The loss of outputs against their tags (what forward gives when it has them): the CRF's negative
-        log-likelihood of each sentence, or the mean cross-entropy of the labelled tokens."""
+    def loss(self, out: TokenClassifierOutput, labels: torch.Tensor) -> torch.Tensor:
+        """The CRF's negative log-likelihood of each sentence, or the mean cross-entropy of the labelled tokens."""
         if self.crf is not None:
             return -self.crf(*pack_words(out.logits, labels)).mean()
         return F.cross_entropy(out.logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
 
 
-MODEL_CLASSES: dict[str, type[Pretrained]] = {
-    cls.hf_architecture: cls
-    for cls in (BertModel, BertForPreTraining, BertForSequenceClassification, BertForQuestionAnswering,
-                BertForTokenClassification)
-}
+# The config fields task heads are built from (labels, problem type, CRF): a student takes its teacher's.
+HEAD_FIELDS = ("id2label", "problem_type", "crf")
+# Every model class by the name transformers knows it by; each TaskModel class adds itself.
+MODEL_CLASSES: dict[str, type[Pretrained]] = {cls.hf_architecture: cls for cls in (BertModel, BertForPreTraining)}
+
+
+class TaskModel(Pretrained):
+    """The encoder with one task head: forward runs the encoder, then the head; the loss is the head's.
+
+    A class of it names its `head_type` and is named as transformers names that model (a new head: a Head and
+    `class BertForX(TaskModel): head_type = XHead`); `Cls(config)` builds the encoder and the head from the config.
+    """
+
+    head_type: ClassVar[type[Head]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        cls.hf_architecture = cls.__name__
+        cls.head_prefixes = tuple(f"{part}." for part in cls.head_type.parts)
+        super().__init_subclass__(**kwargs)
+        MODEL_CLASSES[cls.hf_architecture] = cls
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=self.head_type.pooled, init=False)
+        head = self.head_type(config)
+        for name in head.parts:  # registered here, in this order: transformers' names, and BERT's init order
+            setattr(self, name, getattr(head, name))
+        object.__setattr__(self, "head", head)  # not registered again: its parameters are the parts above
+        self.init_weights()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, **targets: torch.Tensor | None) -> Any:
+        """Gives the head's outputs; given all of its targets (labels, or start and end positions), their loss too."""
+        unknown = set(targets) - set(self.head_type.targets)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}.forward() got unexpected arguments {sorted(unknown)}")
+        out = self.head(self.bert(input_ids, attention_mask, token_type_ids), attention_mask)
+        if all(targets.get(name) is not None for name in self.head_type.targets):
+            out.loss = self.loss_of(out, **targets)
+        return out
+
+    def loss_of(self, out: Any, **targets: Any) -> torch.Tensor:
+        """The loss of outputs against their targets (what forward gives when it has them), as the head computes it."""
+        return self.head.loss(out, **targets)
+
+
+class BertForSequenceClassification(TaskModel):
+    """A single text or a pair -> the pooled [CLS] output -> N classes, or one score (regression)."""
+
+    head_type = SequenceClassificationHead
+
+
+class BertForQuestionAnswering(TaskModel):
+    """Extractive QA: a start and an end logit for every token of question + passage."""
+
+    head_type = SpanHead
+
+
+class BertForTokenClassification(TaskModel):
+    """Sequence labelling (NER), with a CRF over the tags when `config.crf`."""
+
+    head_type = TaggingHead
 
 
 def load_model(directory: str | Path, kind: type[Pretrained] | None = None) -> Pretrained:
