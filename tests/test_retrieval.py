@@ -104,3 +104,30 @@ def test_minilm_finds_each_paraphrases_document_as_semantic_search_does(shared_d
     for q, ranked_hits in zip(query_ids, hits, strict=True):
         assert list(run[q]) == [doc_ids[h["corpus_id"]] for h in ranked_hits]
         assert list(run[q].values()) == pytest.approx([h["score"] for h in ranked_hits], abs=1e-5)
+
+
+def test_bertkit_evaluate_on_a_beir_folder_dense_and_reranked(shared_data: Path, task_models: dict[str, Path],
+                                                              tmp_path: Path, capsys) -> None:
+    from bertkit.cli import main
+    from bertkit.embed import Embedder
+    from bertkit.predict import pipeline
+    from bertkit.retrieval import cross_encoder, evaluate_retrieval
+
+    minilm, folder = shared_data / "models" / "all-MiniLM-L6-v2", beir(tmp_path / "beir")
+    assert main(["evaluate", "--model", str(minilm), "--data", str(folder), "--per-query", str(tmp_path / "q.jsonl")]) == 0
+    dense = json.loads(capsys.readouterr().out)
+    assert (dense["queries"], dense["documents"], dense["reranked"]) == (5, 5, None)  # q6 has no judgment
+    assert dense["ndcg@10"] == dense["mrr@10"] == dense["recall@1"] == 100.0
+    lines = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
+    assert [r["query"] for r in lines] == ["q1", "q2", "q3", "q4", "q5"] and lines[0]["ndcg@10"] == 100.0
+
+    # a (random, tiny) pair model reranks MiniLM's top 3: what evaluate_retrieval gives with the same parts
+    assert main(["evaluate", "--model", str(task_models["pair"]), "--data", str(folder), "--first-stage", str(minilm),
+                 "--top-k", "3"]) == 0
+    reranked = json.loads(capsys.readouterr().out)
+    means, _ = evaluate_retrieval(read_beir(folder), Embedder(minilm), 3, cross_encoder(pipeline(task_models["pair"])))
+    assert reranked["reranked"] == 3 and {k: reranked[k] for k in means} == means
+    assert reranked["recall@10"] == 100.0  # reranking 3 keeps what the first stage found
+
+    assert main(["evaluate", "--model", str(task_models["ner"]), "--data", str(folder), "--first-stage", str(minilm)]) == 2
+    assert "a ner model does not score (query, passage) pairs" in capsys.readouterr().err

@@ -132,9 +132,33 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from .finetune import FinetuneDataSettings
     from .predict import pipeline
 
+    if args.data.is_dir():  # a retrieval set in BEIR's layout
+        return cmd_evaluate_retrieval(args)
     reading = settings.load(FinetuneDataSettings, flags=settings.given(args, FinetuneDataSettings))
     pipe = pipeline(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size)
     print(json.dumps(pipe.evaluate(args.data, **reading.read_options()), ensure_ascii=False))
+
+
+def cmd_evaluate_retrieval(args: argparse.Namespace) -> None:
+    from .embed import Embedder
+    from .predict import pipeline
+    from .retrieval import cross_encoder, evaluate_retrieval, read_beir
+
+    data = read_beir(args.data, args.split)
+    rerank = None
+    if args.first_stage is not None:  # --model is the reranker
+        rerank = cross_encoder(pipeline(args.model, device=args.device, precision=args.precision,
+                                        batch_size=args.batch_size))
+    embedder = Embedder(args.first_stage or args.model, batch_size=args.batch_size, device=args.device)
+    means, per_query = evaluate_retrieval(data, embedder, args.top_k, rerank)
+    if args.per_query is not None:
+        from .fileio import atomic_write_text
+
+        atomic_write_text(args.per_query, "".join(json.dumps({"query": q, **scores}) + "\n"
+                                                  for q, scores in per_query.items()))
+    print(json.dumps({"data": str(args.data), "split": args.split, "queries": len(per_query),
+                      "documents": len(data.corpus), "first_stage": str(args.first_stage or args.model),
+                      "reranked": args.top_k if rerank else None, **means}, ensure_ascii=False))
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
@@ -307,8 +331,16 @@ def _evaluate(p: argparse.ArgumentParser) -> Command:
     from .finetune import FinetuneDataSettings
 
     p.add_argument("--model", required=True, type=Path, help="a fine-tuned (or exported) model folder, or a Hugging Face name")
-    p.add_argument("--data", required=True, type=Path, help="a labelled file in the task's format (docs/your-data.md)")
+    p.add_argument("--data", required=True, type=Path,
+                   help="a labelled file in the task's format (docs/your-data.md), or a retrieval set in BEIR's "
+                        "layout (a folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) for an embedder")
     _add_inference_options(p)
+    retrieval = p.add_argument_group("retrieval (--data a BEIR folder)")
+    retrieval.add_argument("--first-stage", type=Path, metavar="EMBEDDER",
+                           help="retrieve with this embedder and rerank its top --top-k with --model (a pair model)")
+    retrieval.add_argument("--top-k", type=int, default=100, help="documents retrieved a query (default 100)")
+    retrieval.add_argument("--split", default="test", help="the judgments to read: qrels/SPLIT.tsv (default test)")
+    retrieval.add_argument("--per-query", type=Path, metavar="FILE", help="each query's scores, as JSON lines")
     settings.add_options(p.add_argument_group("data format (for your own files)"), FinetuneDataSettings,
                          skip=("train", "dev", "test"))
     return cmd_evaluate

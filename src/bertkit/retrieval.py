@@ -7,6 +7,7 @@
     found = read_beir(Path("data"))
     run = dense_search(embedder, found.queries, found.corpus, top_k=100)   # query -> {doc: cosine}
     per_query = rank_scores(run, found.qrels)                              # bertkit.tasks.ranking
+    means, per_query = evaluate_retrieval(found, embedder, rerank=scorer)  # the two, a reranker's too
 
 A document is embedded as BEIR's sentence-transformers models embed it: its title and text joined by a space.
 Search is exact: the corpus is embedded once (length-sorted batches), then every query is scored against every
@@ -20,11 +21,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .errors import BertkitError
 from .fileio import read_utf8
+from .tasks.ranking import mean_scores, rank_scores
+
+Embed = Callable[[list[str]], np.ndarray]  # texts -> (N, H) vectors
+Rerank = Callable[[list[tuple[str, str]]], np.ndarray]  # (query, passage) pairs -> (N,) relevance scores
 
 
 @dataclass(frozen=True)
@@ -106,7 +112,7 @@ def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.take_along_axis(best, order, axis=1), np.take_along_axis(cols, order, axis=1)
 
 
-def dense_search(embed: Callable[[list[str]], np.ndarray], queries: Mapping[str, str], corpus: Mapping[str, str],
+def dense_search(embed: Embed, queries: Mapping[str, str], corpus: Mapping[str, str],
                  top_k_docs: int = 100, block: int = 65536) -> dict[str, dict[str, float]]:
     """Gives each query's `top_k_docs` documents by cosine of their vectors (`embed`: texts -> (N, H) vectors)."""
     doc_ids: Sequence[str] = list(corpus)
@@ -121,3 +127,39 @@ def dense_search(embed: Callable[[list[str]], np.ndarray], queries: Mapping[str,
         best, pick = top_k(np.concatenate([best, scores], axis=1), top_k_docs)
         where = np.take_along_axis(np.concatenate([where, cols + start], axis=1), pick, axis=1)
     return {qid: {doc_ids[c]: float(s) for s, c in zip(best[i], where[i], strict=True)} for i, qid in enumerate(query_ids)}
+
+
+def rerank_run(rerank: Rerank, run: Mapping[str, Mapping[str, float]], queries: Mapping[str, str],
+               corpus: Mapping[str, str]) -> dict[str, dict[str, float]]:
+    """Gives the run with each query's documents scored again by a cross-encoder, best first."""
+    asked = [(q, d) for q, docs in run.items() for d in docs]
+    scores = rerank([(queries[q], corpus[d]) for q, d in asked]).tolist()
+    reranked: dict[str, dict[str, float]] = {q: {} for q in run}
+    for (q, d), score in zip(asked, scores, strict=True):
+        reranked[q][d] = float(score)
+    return {q: dict(sorted(docs.items(), key=lambda item: -item[1])) for q, docs in reranked.items()}
+
+
+def evaluate_retrieval(data: RetrievalSet, embed: Embed, top_k_docs: int = 100, rerank: Rerank | None = None
+                       ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Gives the means and each query's MRR@10, NDCG@10 and Recall@1/10/100 of dense retrieval over the whole
+    corpus for the judged queries, its top `top_k_docs` reranked by `rerank` where given."""
+    queries = {q: data.queries[q] for q in data.qrels}
+    run = dense_search(embed, queries, data.corpus, top_k_docs)
+    if rerank is not None:
+        run = rerank_run(rerank, run, queries, data.corpus)
+    per_query = rank_scores(run, data.qrels)
+    return mean_scores(per_query), per_query
+
+
+def cross_encoder(pipe: Any) -> Rerank:
+    """Gives a fine-tuned pair model's pipeline (bertkit.predict.Pipeline) as a reranker: the relevance its task
+    reads off each (query, passage) prediction."""
+    if pipe.task.relevance({"score": 0.0, "probabilities": dict.fromkeys(pipe.labels, 0.5)}) is None:
+        raise BertkitError(f"a {pipe.task.name} model does not score (query, passage) pairs: rerank with a pair model")
+
+    def rerank(pairs: list[tuple[str, str]]) -> np.ndarray:
+        predictions = pipe([q for q, _ in pairs], [p for _, p in pairs])
+        return np.array([pipe.task.relevance(p) for p in predictions], dtype=np.float64)
+
+    return rerank
