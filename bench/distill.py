@@ -205,7 +205,7 @@ SPEED_ROUNDS, SPEED_SECONDS = 3, 10  # serving: each model in turn, round after 
 
 def speed(task: str, work: Path, files: dict[str, Path], results: dict[str, Any], save: Any, quick: bool) -> None:
     """Each size's int8 export: the batch-1 forward in onnxruntime; where an input's time goes in groups of 16
-    (onnxruntime against the rest of the pipeline, and the server's token count); and `bertkit serve` at 32
+    (onnxruntime against the rest of the pipeline, and the server's `prepare` of a request); and `bertkit serve` at 32
     clients (an input of the task's test data a request), the models' servers taking turns for SPEED_ROUNDS
     rounds, so that a slow spell of the shared machine falls on every model alike."""
     import asyncio
@@ -285,8 +285,9 @@ def batch1_ms(exported: dict[str, Path], inputs: list[Any], block: int = 50) -> 
 
 def split_ms(exported: dict[str, Path], inputs: list[Any], group: int = 16) -> dict[str, dict[str, float]]:
     """Milliseconds an input spends in onnxruntime, in the rest of the pipeline (reading, tokenizing, batching,
-    decoding), and in the server's token count, run in groups of `group` as the server groups them: the
-    fastest of three passes over `inputs`, the models taking turns pass by pass."""
+    decoding), and of that in the server's `prepare` (reading and tokenizing a request of one input), run as the
+    server runs them: each input prepared on its own, in groups of `group` through the model: the fastest of
+    three passes over `inputs`, the models taking turns pass by pass."""
     from bertkit.served import TaskModel
 
     in_ort = [0.0]
@@ -305,22 +306,22 @@ def split_ms(exported: dict[str, Path], inputs: list[Any], group: int = 16) -> d
     for model in models.values():
         model.pipe.backend.run = timing(model.pipe.backend.run)
         for g in groups[:3]:
-            model.run(g)
+            model.run([model.prepare([item]).features for item in g])
     for _ in range(3):
         for name, model in models.items():
-            in_ort[0] = 0.0
+            in_ort[0], in_prepare = 0.0, 0.0
             t0 = time.perf_counter()
             for g in groups:
-                model.run(g)
-            t1 = time.perf_counter()
-            for g in groups:
-                model.count_tokens(g)
-            took = (t1 - t0, in_ort[0], time.perf_counter() - t1)
+                t1 = time.perf_counter()
+                features = [model.prepare([item]).features for item in g]
+                in_prepare += time.perf_counter() - t1
+                model.run(features)
+            took = (time.perf_counter() - t0, in_ort[0], in_prepare)
             best[name] = min(best.get(name, took), took)
     out = {}
     for name, took in best.items():
-        whole, ort, count = (1000 * x / len(inputs) for x in took)
-        out[name] = {"onnxruntime": round(ort, 3), "rest": round(whole - ort, 3), "count_tokens": round(count, 3)}
+        whole, ort, prepare = (1000 * x / len(inputs) for x in took)
+        out[name] = {"onnxruntime": round(ort, 3), "rest": round(whole - ort, 3), "prepare": round(prepare, 3)}
     return out
 
 

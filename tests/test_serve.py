@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import signal
 import socket
@@ -28,14 +29,17 @@ TEXTS = ["Emma Woodhouse, handsome, clever, and rich, with a comfortable home.",
 
 
 class Server:
-    """`bertkit serve` in a child process on a free port of 127.0.0.1."""
+    """`bertkit serve` in a child process on a free port of 127.0.0.1 (`env`: variables added to its environment;
+    `script`: Python code to run instead, given the port as its argument)."""
 
-    def __init__(self, model: Path, *flags: str):
+    def __init__(self, model: Path | None, *flags: str, env: dict[str, str] | None = None, script: str | None = None):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.proc = subprocess.Popen([sys.executable, "-m", "bertkit.cli", "serve", "--model", str(model), "--port",
-                                      str(self.port), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        command = ([sys.executable, "-c", script, str(self.port)] if script is not None else
+                   [sys.executable, "-m", "bertkit.cli", "serve", "--model", str(model), "--port", str(self.port), *flags])
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **env} if env else None)
         deadline = time.time() + 90
         while True:
             try:
@@ -129,7 +133,7 @@ def test_predictions_are_what_bertkit_predict_prints(server: Local, exported: Pa
 def test_model_health_and_metrics(server: Local, exported: Path) -> None:
     status, info = server.request("GET", "/v1/model")
     assert status == 200
-    assert info == {"model": str(exported), "task": "classify", "labels": ["emma", "moby", "thursday"],
+    assert info == {"model": exported.name, "task": "classify", "labels": ["emma", "moby", "thursday"],
                     "backend": "onnxruntime", "max_seq_length": 128, "max_batch_size": 16, "max_wait_ms": 5.0,
                     "max_inputs": 8, "max_body_bytes": 4096, "max_batch_tokens": 16384, "max_concurrent_requests": 512,
                     "request_timeout": 30.0, "api_key": False,

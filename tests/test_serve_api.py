@@ -12,6 +12,7 @@ import asyncio
 import base64
 import json
 import logging
+import signal
 import threading
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ from bertkit.embed import Embedder
 from bertkit.predict import pipeline
 from bertkit.runtime import batches
 from bertkit.serve import ServeSettings, create_app
+from bertkit.served import Prepared
 from bertkit.tasks import get_task
 
 
@@ -37,20 +39,23 @@ class Stub:
     def __init__(self, seconds: float = 0.0, fail: bool = False, gate: threading.Event | None = None):
         self.task = get_task("classify")
         self.seconds, self.fail, self.gate = seconds, fail, gate
+        self.gate_run: threading.Event | None = None  # set: each forward pass waits for it (a model that hangs)
         self.ran: list[list[str]] = []
 
     def info(self) -> dict[str, Any]:
         return {"task": "classify", "labels": ["a", "b"], "backend": "stub", "max_seq_length": 128}
 
-    def run(self, inputs: list[str]) -> list[dict[str, Any]]:
-        self.ran.append(list(inputs))
+    def prepare(self, inputs: list[str]) -> Prepared:
+        return Prepared(list(inputs), len(inputs), sum(len(t.split()) + 2 for t in inputs))
+
+    def run(self, requests: list[list[str]]) -> list[list[dict[str, Any]]]:
+        self.ran.append([t for inputs in requests for t in inputs])
         time.sleep(self.seconds)
+        if self.gate_run is not None:
+            self.gate_run.wait(30)
         if self.fail:
             raise RuntimeError("the secret details of a failure")
-        return [{"text": t, "label": "a", "probabilities": {"a": 1.0, "b": 0.0}} for t in inputs]
-
-    def count_tokens(self, inputs: list[str]) -> int:
-        return sum(len(t.split()) + 2 for t in inputs)
+        return [[{"text": t, "label": "a", "probabilities": {"a": 1.0, "b": 0.0}} for t in inputs] for inputs in requests]
 
     def warm_up(self, batch_size: int) -> None:
         if self.gate is not None:
@@ -208,28 +213,78 @@ def test_work_that_would_time_out_in_the_queue_is_refused_with_429() -> None:
 
 
 def test_a_request_queued_past_the_timeout_gets_503_and_never_runs() -> None:
-    model = Stub(seconds=0.8)
-    srv = stub_server(model, request_timeout=0.3, max_batch_size=1)
+    model = Stub(seconds=0.7)
+    srv = stub_server(model, request_timeout=0.9, max_batch_size=1)
     try:
         running, out = in_thread(srv.predict, ["running"])
+        time.sleep(0.2)
+        second, out2 = in_thread(srv.predict, ["second"])  # taken at 0.7 s, within its timeout: it runs
         time.sleep(0.1)
-        t0 = time.perf_counter()
+        t0 = time.perf_counter()  # queued behind both: its timeout passes before its turn (1.4 s)
         response = srv.client.post("/v1/predict", content=json.dumps({"inputs": ["queued"]}))
-        assert response.status_code == 503 and 0.25 < time.perf_counter() - t0 < 0.7
+        assert response.status_code == 503 and 0.85 < time.perf_counter() - t0 < 1.3
         assert "not run" in response.json()["error"] and response.headers["retry-after"] == "1"
         running.join()
-        assert out[0][0] == 200  # the one already running finishes, though past the timeout
+        second.join()
+        assert out[0][0] == 200 and out2[0][0] == 200  # answered 1.2 s after it came: taken in time, it finishes
         time.sleep(0.2)
         assert ["queued"] not in model.ran and srv.predict(["next"])[0] == 200
     finally:
         srv.close()
 
 
+def test_a_job_taken_off_the_queue_is_never_dropped() -> None:
+    """The window: a group's first job waits for company (the queue was crowded); a timeout in that wait must not
+    answer it 503 "not run" while it is about to run."""
+    async def scenario() -> tuple[bool, list[Any]]:
+        ran: list[Any] = []
+        batcher = Batcher(lambda works: (ran.extend(works), works)[1], max_batch_size=32, max_batch_tokens=100,
+                          max_wait_ms=300)
+        batcher.crowded = True  # requests came concurrently lately: the next group waits for company
+        runner = asyncio.create_task(batcher.run())
+        job = Job(["taken"], 1)
+        batcher.add(job)
+        await asyncio.sleep(0.1)  # taken off the queue, waiting for company
+        dropped = batcher.drop(job)
+        await asyncio.wait_for(job.done, 5)
+        runner.cancel()
+        return dropped, ran
+
+    dropped, ran = asyncio.run(scenario())
+    assert not dropped and ran in (["taken"], [["taken"]])  # it runs, so it must not have been given up
+
+
+def test_a_forward_pass_past_the_timeout_is_stalled_503() -> None:
+    gate = threading.Event()
+    model = Stub()
+    srv = stub_server(model, request_timeout=0.4)
+    try:
+        model.gate_run = gate  # from now on a forward pass hangs until the gate opens
+        t0 = time.perf_counter()
+        hung, out = in_thread(srv.predict, ["hangs"])
+        time.sleep(0.2)
+        assert srv.request("GET", "/health")[0] == 200  # running, within the timeout
+        hung.join(5)
+        assert out[0][0] == 503 and "stalled" in out[0][1]["error"] and 0.35 < time.perf_counter() - t0 < 2
+        status, health = srv.request("GET", "/health")
+        assert status == 503 and health["status"] == "stalled" and "request timeout" in health["detail"]
+        status, refused = srv.predict(["more"])  # refused at once, not queued behind the hung pass
+        assert status == 503 and "stalled" in refused["error"]
+        gate.set()  # the model comes back: so does the server
+        deadline = time.time() + 5
+        while srv.request("GET", "/health")[0] != 200 and time.time() < deadline:
+            time.sleep(0.02)
+        assert srv.predict(["after"])[0] == 200
+    finally:
+        gate.set()
+        srv.close()
+
+
 def test_groups_keep_to_the_token_budget() -> None:
     async def groups() -> list[list[str]]:
         seen: list[list[str]] = []
-        batcher = Batcher(lambda items: (seen.append(list(items)), items)[1], max_batch_size=32, max_batch_tokens=10,
-                          max_wait_ms=0)
+        batcher = Batcher(lambda works: (seen.append([w[0] for w in works]), works)[1], max_batch_size=32,
+                          max_batch_tokens=10, max_wait_ms=0)
         jobs = [Job([name], tokens) for name, tokens in (("a", 4), ("b", 4), ("c", 4), ("huge", 50), ("d", 1))]
         for job in jobs:
             batcher.add(job)
@@ -282,6 +337,82 @@ def test_embeddings_are_bertkit_embed_in_openais_shape(task_models: dict[str, Pa
             status, answer = srv.request("POST", "/v1/embeddings", json.dumps(body))
             assert status == 422 and message in answer["error"], (body, answer)
         assert srv.predict(["a"])[0] == 404  # an embedder predicts nothing
+    finally:
+        srv.close()
+
+
+def tokenizer_calls(tokenizer: Any) -> list[tuple[str, int]]:
+    """Records each outermost call of the tokenizer's encode, encode_batch and count: (name, thread id)."""
+    calls: list[tuple[str, int]] = []
+    depth = threading.local()
+    def recording(name: str, method: Any) -> Any:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            depth.n = getattr(depth, "n", 0) + 1
+            try:
+                if depth.n == 1:
+                    calls.append((name, threading.get_ident()))
+                return method(*args, **kwargs)
+            finally:
+                depth.n -= 1
+        return recorded
+
+    for name in ("encode", "encode_batch", "count"):
+        setattr(tokenizer, name, recording(name, getattr(tokenizer, name)))
+    return calls
+
+
+@pytest.mark.parametrize("name", ["classify", "encoder"])
+def test_a_request_is_tokenized_once_and_off_the_event_loop(task_models: dict[str, Path], name: str) -> None:
+    from bertkit.served import load
+
+    model = load(task_models[name], "mean" if name == "encoder" else None, False, "cpu", "fp32", 32, 16384)
+    calls = tokenizer_calls(model.embedder.tokenizer if name == "encoder" else model.pipe.tokenizer)  # type: ignore[union-attr]
+    app = create_app(ServeSettings(model=task_models[name]), model=model)
+    server, loop_threads = app.state.server, set()
+    refusal = server.refusal  # runs on the event loop: it tells which thread that is
+    server.refusal = lambda route, request: (loop_threads.add(threading.get_ident()), refusal(route, request))[1]
+    srv = Local(app=app)
+    try:
+        calls.clear()  # the warm-up's
+        route, body = ("/v1/embeddings", {"input": TEXTS[0]}) if name == "encoder" else ("/v1/predict", {"inputs": [TEXTS[0]]})
+        status, _ = srv.request("POST", route, json.dumps(body))
+        assert status == 200 and len(loop_threads) == 1
+        assert len(calls) == 1 and calls[0][1] not in loop_threads, calls  # once, in a worker thread
+    finally:
+        srv.close()
+
+
+def test_a_bad_dimensions_never_reaches_the_model(task_models: dict[str, Path]) -> None:
+    from bertkit.served import load
+
+    model = load(task_models["encoder"], "mean", False, "cpu", "fp32", 32, 16384)
+    runs: list[int] = []
+    run = model.run
+    model.run = lambda batch: (runs.append(len(batch)), run(batch))[1]  # type: ignore[method-assign]
+    srv = Local(app=create_app(ServeSettings(model=task_models["encoder"]), model=model))
+    try:
+        status, answer = srv.request("POST", "/v1/embeddings", json.dumps({"input": "a", "dimensions": 3}))
+        assert status == 422 and "gives vectors of 128" in answer["error"] and runs == []
+        status, answer = srv.request("POST", "/v1/embeddings", json.dumps({"input": "a", "dimensions": 128}))
+        assert status == 200 and len(answer["data"][0]["embedding"]) == 128 and runs == [1]
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("name", ["classify", "encoder"])
+def test_no_answer_shows_a_filesystem_path(task_models: dict[str, Path], name: str) -> None:
+    folder = task_models[name].resolve()
+    srv = Local(folder, **({"pooling": "mean"} if name == "encoder" else {}))
+    try:
+        route, body = ("/v1/embeddings", {"input": TEXTS[0]}) if name == "encoder" else ("/v1/predict", {"inputs": [TEXTS[0]]})
+        answers = [srv.request("GET", path) for path in ("/openapi.json", "/v1/model", "/health", "/nowhere")]
+        answers += [srv.request("POST", route, json.dumps(body)), srv.request("POST", route, "{"),
+                    srv.request("POST", route, json.dumps({"wrong": 1}))]
+        text = json.dumps(answers)
+        assert str(folder.parent) not in text and "/tmp" not in text, text[:2000]
+        assert srv.request("GET", "/v1/model")[1]["model"] == folder.name
+        if name == "encoder":
+            assert answers[4][1]["model"] == folder.name
     finally:
         srv.close()
 
@@ -417,3 +548,86 @@ def test_workers_serve_on_one_port(task_models: dict[str, Path]) -> None:
     finally:
         code, err = srv.stop()
     assert code == 0, err
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            pass  # a process that ended meanwhile
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("given", ["--api-key", "BERTKIT_API_KEY"])
+def test_workers_get_the_api_key_in_neither_their_environment_nor_command_line(task_models: dict[str, Path],
+                                                                               given: str) -> None:
+    key = "k-workers-7f3a9c"
+    flags, env = (["--api-key", key], None) if given == "--api-key" else ([], {"BERTKIT_API_KEY": key})
+    srv = Server(task_models["classify"], "--workers", "2", *flags, env=env)
+    try:
+        workers = children(srv.proc.pid)
+        assert len(workers) >= 2, workers
+        for pid in workers:
+            for what in ("environ", "cmdline"):
+                assert key.encode() not in Path(f"/proc/{pid}/{what}").read_bytes(), (pid, what)
+        body = json.dumps({"inputs": [TEXTS[0]]})
+        for _ in range(6):  # the workers answer in turn: each has the key
+            assert srv.request("POST", "/v1/predict", body)[0] in (401, 503)
+            assert srv.request("POST", "/v1/predict", body, headers={"Authorization": f"Bearer {key}"})[0] in (200, 503)
+    finally:
+        code, err = srv.stop()
+    assert code == 0 and key not in err, err
+
+
+HANGS = """
+import sys, threading
+from pathlib import Path
+
+import bertkit.serve as serve
+from bertkit.served import Prepared
+from bertkit.tasks import get_task
+
+
+class Hangs:
+    routes, task = ("/v1/predict",), get_task("classify")
+
+    def info(self):
+        return {"task": "classify", "labels": ["a"], "backend": "stub", "max_seq_length": 8}
+
+    def prepare(self, inputs):
+        return Prepared(inputs, len(inputs), len(inputs))
+
+    def run(self, requests):  # a forward pass that never ends
+        threading.Event().wait()
+
+    def warm_up(self, batch_size):
+        pass
+
+
+serve.load = lambda *args: Hangs()
+serve.serve(serve.ServeSettings(model=Path("hangs"), port=int(sys.argv[1]), request_timeout=1.0))
+"""
+
+
+@pytest.mark.slow
+def test_a_model_that_hangs_is_stalled_503_and_sigterm_still_stops_the_server() -> None:
+    srv = Server(None, script=HANGS)  # `bertkit serve`'s own serve(), on a model whose forward pass never ends
+    try:
+        t0 = time.perf_counter()
+        status, answer = srv.predict(["hangs"])
+        assert status == 503 and "stalled" in answer["error"] and time.perf_counter() - t0 < 10, answer
+        status, health = srv.request("GET", "/health")
+        assert status == 503 and health["status"] == "stalled"
+    finally:
+        t0 = time.perf_counter()
+        srv.proc.send_signal(signal.SIGTERM)
+        try:
+            srv.proc.wait(20)  # the grace is the request timeout + 30 s: well within it
+        finally:
+            srv.proc.kill()
+    assert srv.proc.returncode == 0 and time.perf_counter() - t0 < 10

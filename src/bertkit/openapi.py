@@ -17,7 +17,7 @@ FAILURES = {  # status -> when a /v1 route answers it
     "413": "the body is over --max-body-bytes", "422": "the body is JSON but not what the route takes",
     "429": "--max-concurrent-requests are queued or running: retry after Retry-After seconds",
     "500": "internal error (its id is in the server's log)",
-    "503": "warming up, or queued past --request-timeout (it never ran)",
+    "503": "warming up, queued past --request-timeout (it never ran), or stalled (a forward pass ran past it)",
 }
 
 
@@ -60,13 +60,17 @@ def document(routes: tuple[str, ...], task: Task | None, info: dict[str, Any], m
         "200": _json({"type": "object"}, "OK"), **({"401": _json(ERROR, FAILURES["401"])} if secured else {})},
         **({"security": [{"bearer": []}]} if secured else {})}}
     paths["/v1/model"] = model
-    paths["/health"] = {"get": {"summary": "200 once the model is loaded and warmed up; 503 before", "responses": {
-        "200": _json(obj({"status": {"const": "ok"}}), "ready"), "503": _json(ERROR, "warming up")}}}
+    paths["/health"] = {"get": {"summary": "200 once the model is loaded and warmed up; 503 before, or while a "
+                                           "forward pass runs past --request-timeout", "responses": {
+        "200": _json(obj({"status": {"const": "ok"}}), "ready"),
+        "503": _json(obj({"status": {"enum": ["warming up", "stalled"]}}, {"detail": {"type": "string"}}),
+                     "warming up, or stalled")}}}
     paths["/metrics"] = {"get": {"summary": "Prometheus metrics", "responses": {
         "200": {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}}
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "bertkit serve", "version": "1",
+                 # info's "model" is the folder's name: no answer shows a filesystem path
                  "description": f"{info.get('task')} model {info.get('model')} ({info.get('backend')})"},
         "paths": paths,
     }

@@ -2,8 +2,9 @@
 and /v1/rerank for a pair model used as a cross-encoder), or any model as an embedder (POST /v1/embeddings,
 in OpenAI's format).
 
-A served model turns a list of inputs into one result each, batched (`run`), counts their tokens (what the
-batcher's token budget spends), and warms up with its largest batch. Each body checker gives the inputs it
+A served model reads and tokenizes a request's inputs once (`prepare`, off the event loop: the features, and
+the tokens the batcher's budget spends), then runs the features of a group of requests together and gives
+each request its results (`run`); it warms up with its largest batch. Each body checker gives the inputs it
 holds or raises BadRequest with the status and one line naming what is wrong and where.
 """
 
@@ -11,14 +12,16 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .config import BertConfig
 from .errors import BertkitError
 from .folders import TASK_FILE
-from .tasks import InputError, Task
+from .tasks import Features, InputError, Task
 from .tasks.base import check_text, json_kind
 
 
@@ -28,6 +31,15 @@ class BadRequest(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request's inputs as its model takes them (tokenized once), and what the batcher counts of them."""
+
+    features: Any
+    size: int  # inputs
+    tokens: int  # tokens of its rows (a long input's windows, or truncated), specials included
 
 
 # ---- the models --------------------------------------------------------------------------------------------
@@ -55,14 +67,29 @@ class TaskModel:
         return {"task": self.task.name, "labels": self.pipe.labels, "backend": self.pipe.backend.name,
                 "max_seq_length": self.max_length}
 
-    def run(self, inputs: list[Any]) -> list[dict[str, Any]]:
-        return self.pipe.predict(inputs)
-
-    def count_tokens(self, inputs: list[Any]) -> int:
-        """The inputs' tokens, specials included (a text and its second text or context together)."""
+    def prepare(self, inputs: list[Any]) -> Prepared:
+        """The inputs featurized as `Pipeline.predict` featurizes them; their tokens are their rows'."""
         texts, seconds = self.task.split_inputs(inputs)
-        texts = [" ".join(t) if isinstance(t, list) else t for t in texts]  # NER words
-        return sum(self.pipe.tokenizer.count(texts, seconds))
+        data = self.task.inputs_from_texts(texts, seconds, **self.pipe.meta.get("input_options", {}))
+        features = self.task.featurize(data, self.pipe.tokenizer, self.pipe.label2id)
+        return Prepared(features, len(inputs), int(features.lengths.sum()))
+
+    def run(self, requests: list[Features]) -> list[list[dict[str, Any]]]:
+        """Each request's predictions, its rows run in forward passes with the other requests' rows."""
+        from .predict import infer
+
+        first = requests[0]
+        rows = [row for features in requests for row in features.rows]
+        # `infer` reads only the rows (and the pad id): the group's rows, each request decoded on its own below
+        group = Features(rows, first.data, np.zeros(len(rows), np.int64), first.labels, first.pad_token_id)
+        outputs = infer(self.pipe.backend, self.task, group, self.pipe.batch_size, max_tokens=self.pipe.max_tokens)
+        crf = {"crf": self.pipe.backend.crf} if self.pipe.backend.crf is not None else {}
+        answers, at = [], 0
+        for features in requests:
+            own = {name: x[at : at + len(features.rows)] for name, x in outputs.items()}
+            answers.append([self.task.prediction_json(p) for p in self.task.decode(features, own, **crf)])
+            at += len(features.rows)
+        return answers
 
     def warm_up(self, batch_size: int) -> None:
         """One forward pass at the largest shape served: `batch_size` inputs of the longest length."""
@@ -74,7 +101,7 @@ class TaskModel:
 
 
 class EncoderModel:
-    """Any model folder's encoder (or an exported encoder) as an embedder: texts -> (vector, tokens)."""
+    """Any model folder's encoder (or an exported encoder) as an embedder: texts -> (vectors, tokens)."""
 
     routes = ("/v1/embeddings",)
 
@@ -85,17 +112,36 @@ class EncoderModel:
         self.embedder = Embedder(model_dir, pooling=pooling, normalize=normalize, batch_size=max_batch_size,
                                  device=device, max_tokens=max_batch_tokens)
         self.pooling, self.normalize = pooling, normalize
+        self.dimensions = BertConfig.load(model_dir).hidden_size  # a vector's size, known before any request runs
 
     def info(self) -> dict[str, Any]:
         return {"task": "embed", "pooling": self.pooling, "normalize": self.normalize,
                 "backend": self.embedder.backend.name, "max_seq_length": self.embedder.max_length}
 
-    def run(self, texts: list[str]) -> list[tuple[np.ndarray, int]]:
-        vectors, tokens = self.embedder.embed(texts)
-        return list(zip(vectors, tokens.tolist(), strict=True))
+    def prepare(self, texts: list[str]) -> Prepared:
+        """The texts tokenized as `Embedder.embed` tokenizes them (truncated at the longest length)."""
+        rows = self.embedder.tokenizer.encode_batch(texts, max_length=self.embedder.max_length, truncation=True)
+        return Prepared(rows, len(texts), sum(len(r.ids) for r in rows))
 
-    def count_tokens(self, texts: list[str]) -> int:
-        return sum(min(n, self.embedder.max_length) for n in self.embedder.tokenizer.count(texts))
+    def run(self, requests: list[list[Any]]) -> list[tuple[np.ndarray, list[int]]]:
+        """Each request's vectors, (n, hidden) float32, and its texts' tokens; the group's rows run together in
+        length-sorted forward passes, as `Embedder.embed` runs a list of texts."""
+        from .runtime import batches
+
+        e = self.embedder
+        rows = [row for encoded in requests for row in encoded]
+        lengths = np.fromiter((len(r.ids) for r in rows), dtype=np.int64, count=len(rows))
+        vectors = np.zeros((len(rows), self.dimensions), np.float32)
+        for idx in batches(lengths, e.batch_size, e.backend.pads, e.max_tokens):
+            batch = e._pad([rows[i] for i in idx])
+            vectors[idx] = e._pool(e.backend.run(batch, e.outputs)[e.outputs[0]], batch["attention_mask"])
+        if e.normalize:
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        answers, at = [], 0
+        for encoded in requests:
+            answers.append((vectors[at : at + len(encoded)], lengths[at : at + len(encoded)].tolist()))
+            at += len(encoded)
+        return answers
 
     def warm_up(self, batch_size: int) -> None:
         self.embedder.embed([" ".join(["warm"] * 2 * self.embedder.max_length)] * batch_size)
@@ -189,9 +235,10 @@ def rerank_answer(request: dict[str, Any], predictions: list[dict[str, Any]], ta
             for i in order]
 
 
-def embeddings_request(payload: Any, max_inputs: int) -> dict[str, Any]:
+def embeddings_request(payload: Any, max_inputs: int, dimensions: int) -> dict[str, Any]:
     """/v1/embeddings, in OpenAI's shape: {"input": str | [str], "model"?: ..., "encoding_format"?: "float" |
-    "base64", "dimensions"?: n, "user"?: ...}; gives it with its texts."""
+    "base64", "dimensions"?: n, "user"?: ...}; gives it with its texts. `dimensions` is the model's vector size:
+    the only one asked for may be that one (checked here, before the request runs)."""
     body = fields(payload, {"input"}, {"model", "encoding_format", "dimensions", "user"})
     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
     texts = items(texts, "input", max_inputs)
@@ -202,20 +249,20 @@ def embeddings_request(payload: Any, max_inputs: int) -> dict[str, Any]:
             raise BadRequest(422, f"input[{i}]: the text is empty")
     if body.get("encoding_format", "float") not in ("float", "base64"):
         raise BadRequest(422, f'"encoding_format" must be "float" or "base64", got {body["encoding_format"]!r}')
+    if body.get("dimensions") is not None and body["dimensions"] != dimensions:
+        raise BadRequest(422, f'"dimensions" {body["dimensions"]}: this model gives vectors of {dimensions}')
     return {**body, "texts": texts}
 
 
-def embeddings_answer(request: dict[str, Any], results: list[tuple[np.ndarray, int]], model: str) -> dict[str, Any]:
-    """OpenAI's embeddings response: the vectors (floats, or base64 of little-endian float32), their tokens."""
-    dimensions = request.get("dimensions")
-    size = len(results[0][0])
-    if dimensions is not None and dimensions != size:
-        raise BadRequest(422, f'"dimensions" {dimensions}: this model gives vectors of {size}')
+def embeddings_answer(request: dict[str, Any], result: tuple[np.ndarray, list[int]], model: str) -> dict[str, Any]:
+    """OpenAI's embeddings response: the vectors (float32 arrays, for orjson to write without Python floats; or
+    base64 of little-endian float32), their tokens."""
+    vectors, counts = result
     base64_ = request.get("encoding_format") == "base64"
     data = [{"object": "embedding", "index": i,
-             "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode() if base64_ else v.tolist()}
-            for i, (v, _) in enumerate(results)]
-    tokens = sum(n for _, n in results)
+             "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode() if base64_ else v}
+            for i, v in enumerate(vectors)]
+    tokens = sum(counts)
     return {"object": "list", "data": data, "model": request.get("model") or model,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
