@@ -132,3 +132,107 @@ def test_only_the_task_families_know_their_names() -> None:
     outside = [f for f in family_comparisons(SRC, families) if not f.startswith("tasks/")]
     assert outside == []
     assert family_comparisons(SRC / "tasks", families), "the finder finds the comparisons tasks/ makes"
+
+
+# ---- what else tells families apart: head classes, one family's fields, tables keyed by family ----------------
+
+# Where families and heads are defined, and the public API's lazy-import map (names its classes, decides nothing).
+OWNERS = ("tasks/", "heads.py", "config.py", "__init__.py")
+# The demo walks through the built-in families: its data, examples and prose come per family.
+CONTENT = ("demo/",)
+# Files that still read one family's options until they take them from the Task: the model card's kind.
+PENDING = ("modelcard.py",)
+
+
+def family_markers() -> dict[str, set[str]]:
+    """The names that tell one family (or head) from another: the task model and head classes, the outputs only
+    some heads give, the config's problem types, and the family names."""
+    from bertkit.heads import MODEL_CLASSES, TaskModel
+    from bertkit.tasks import FAMILIES
+
+    task_models = [cls for cls in MODEL_CLASSES.values() if issubclass(cls, TaskModel)]
+    heads = {cls.head_type for cls in task_models}
+    outputs = [name for head in heads for name in head.outputs()]
+    return {
+        "classes": {cls.__name__ for cls in (*task_models, *heads)},
+        "fields": {name for name in outputs if outputs.count(name) == 1} | {"problem_type"},
+        "keys": {*FAMILIES, *(cls.__name__ for cls in task_models), "regression", "multi_label_classification"},
+        "modules": {path.stem for path in (SRC / "tasks").glob("*.py")} - {"__init__", "base", "metrics", "readers"},
+    }
+
+
+def family_leaks(root: Path, markers: dict[str, set[str]]) -> list[str]:
+    """Gives "module:line: what" for each place that tells families apart: isinstance/issubclass (or `is`) with a
+    task model or head class, a read of one family's field (`.start_logits`, getattr(x, "problem_type")), a table
+    keyed by family, head class or problem type (a dict, a .get or a subscript with such a key), an import of a
+    family's own module (rather than bertkit.tasks' interface), a class-weighted cross-entropy outside the heads."""
+    found = []
+
+    def name_of(node: ast.AST) -> str | None:
+        return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+    for path in sorted(root.rglob("*.py")):
+        where = str(path.relative_to(root))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            what = None
+            if isinstance(node, ast.Call) and name_of(node.func) in ("isinstance", "issubclass") and len(node.args) == 2:
+                kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                if any(name_of(k) in markers["classes"] for k in kinds):
+                    what = "isinstance with a task model or head class"
+            elif isinstance(node, ast.Compare) and any(name_of(o) in markers["classes"] for o in node.comparators):
+                what = "compared with a task model or head class"
+            elif isinstance(node, ast.Compare) and any(isinstance(o, ast.Constant) and o.value in markers["keys"]
+                                                       for o in node.comparators):
+                what = "compared with a family, task model or problem type by name"
+            elif isinstance(node, ast.Attribute) and node.attr in markers["fields"]:
+                what = f"reads .{node.attr}"
+            elif (isinstance(node, ast.Call) and name_of(node.func) in ("getattr", "hasattr") and len(node.args) > 1
+                  and isinstance(node.args[1], ast.Constant) and node.args[1].value in markers["fields"]):
+                what = f"reads {node.args[1].value!r}"
+            elif isinstance(node, ast.Dict) and any((isinstance(k, ast.Constant) and k.value in markers["keys"])
+                                                    or name_of(k) in markers["classes"] for k in node.keys if k):
+                what = "a table keyed by family, head class or problem type"
+            elif (isinstance(node, ast.Call) and name_of(node.func) == "get" and node.args
+                  and isinstance(node.args[0], ast.Constant) and node.args[0].value in markers["keys"]):
+                what = f"looks up {node.args[0].value!r}"
+            elif (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                  and node.slice.value in markers["keys"]):
+                what = f"looks up {node.slice.value!r}"
+            elif isinstance(node, ast.ImportFrom) and any(
+                    f"tasks.{family}" in f"{'.' * node.level}{node.module or ''}" for family in markers["modules"]):
+                what = "imports a family's module"
+            elif (isinstance(node, ast.Call) and name_of(node.func) == "cross_entropy"
+                  and any(k.arg == "weight" for k in node.keywords)):
+                what = "the class-weighted loss written again"
+            if what:
+                found.append(f"{where}:{node.lineno}: {what}")
+    return found
+
+
+def test_no_family_logic_outside_the_families_and_heads() -> None:
+    """A new family or head is added in tasks/ and heads.py alone: nothing else tells families apart."""
+    markers = family_markers()
+    assert {"BertForQuestionAnswering", "SpanHead"} <= markers["classes"] and "start_logits" in markers["fields"]
+    leaks = family_leaks(SRC, markers)
+    outside = [f for f in leaks if not f.startswith((*OWNERS, *CONTENT, *PENDING))]
+    assert outside == []
+
+
+def test_the_leak_finder_finds_each_kind(tmp_path: Path) -> None:
+    (tmp_path / "leaky.py").write_text(
+        "def f(model, out, task, cfg, x):\n"
+        "    if isinstance(model, BertForQuestionAnswering):\n"
+        "        return out.start_logits\n"
+        "    kind = {'multi_label_classification': 'labels'}.get(cfg.problem_type)\n"
+        "    table = {'BertForTokenClassification': ('logits',)}\n"
+        "    per_token = cfg.architecture == 'BertForTokenClassification'\n"
+        "    from .tasks.classify import DEFAULT_NAMES\n"
+        "    loss = F.cross_entropy(out.logits, x, weight=cfg.weights)\n"
+        "    return getattr(out, 'end_logits'), table, kind, x['qa'], x.get('ner'), type(model) is SpanHead\n")
+    found = family_leaks(tmp_path, family_markers())
+    kinds = {f.split(": ", 1)[1] for f in found}
+    assert kinds == {"isinstance with a task model or head class", "reads .start_logits", "reads .problem_type",
+                     "a table keyed by family, head class or problem type", "reads 'end_logits'", "looks up 'qa'",
+                     "looks up 'ner'", "compared with a task model or head class", "imports a family's module",
+                     "the class-weighted loss written again",
+                     "compared with a family, task model or problem type by name"}, kinds

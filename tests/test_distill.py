@@ -219,7 +219,7 @@ def test_unlabeled_text_gets_soft_targets_only(teachers: dict[str, dict[str, Pat
     # a batch of unlabeled rows alone: its labels' loss is 0, its soft loss is not
     teacher = bertkit.BertForSequenceClassification.from_pretrained(files["teacher"]).eval()
     student = build_student(teacher, "layers:1").eval()  # no dropout: the same logits twice
-    objective = DistillObjective(student, teacher, None, ("logits",), LossSettings(), None)
+    objective = DistillObjective(student, teacher, None, get_task("classify"), LossSettings(), None)
     batch = {"input_ids": torch.randint(5, 500, (3, 7)), "attention_mask": torch.ones(3, 7, dtype=torch.long),
              "token_type_ids": torch.zeros(3, 7, dtype=torch.long), "labels": torch.tensor([0, 1, 2]),
              "row": torch.arange(3), "labeled": torch.zeros(3, dtype=torch.long)}

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .config import IGNORE
@@ -47,7 +46,7 @@ from .finetune import (
     fit,
 )
 from .folders import TASK_FILE, read_task_file
-from .heads import BertForQuestionAnswering, BertForSequenceClassification, load_model
+from .heads import load_model
 from .hub import resolve_model
 from .modelcard import write_model_card
 from .optim import OptimSettings
@@ -144,16 +143,6 @@ class TeacherOutputs:
 
 # ---- what a step optimizes --------------------------------------------------------------------------------------
 
-def output_kind(model: nn.Module) -> tuple[str, bool]:
-    """How a task model's outputs are distilled: their kind (bertkit.students.soft_loss) and whether per token."""
-    if isinstance(model, BertForSequenceClassification):
-        problem = model.config.problem_type
-        return {"multi_label_classification": "labels", "regression": "score"}.get(problem or "", "classes"), False
-    if isinstance(model, BertForQuestionAnswering):
-        return "positions", False
-    return ("emissions" if model.config.crf else "classes"), True
-
-
 class DistillObjective:
     """The weighted sum of the soft-target, label, hidden-state and attention losses, averaged over the batch's
     rows (the labels' loss over its labelled rows); each logged on its own."""
@@ -161,10 +150,10 @@ class DistillObjective:
     loss_terms = ("loss",)
     per = {"loss": "n", "soft": "n", "hard": "n", "hidden": "n", "attention": "n"}
 
-    def __init__(self, student: nn.Module, teacher: nn.Module, cache: TeacherOutputs | None, outputs: tuple[str, ...],
+    def __init__(self, student: nn.Module, teacher: nn.Module, cache: TeacherOutputs | None, task: Task,
                  losses: LossSettings, weights: torch.Tensor | None):
-        self.student, self.teacher, self.cache, self.outputs, self.losses = student, teacher, cache, outputs, losses
-        self.kind, self.per_token = output_kind(student)
+        self.student, self.teacher, self.cache, self.losses = student, teacher, cache, losses
+        self.outputs, self.kind, self.per_token = task.outputs, task.soft_targets, task.per_token
         self.weights = weights
         self.map = layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, losses.layer_map)
         inner = losses.hidden > 0 or losses.attention > 0
@@ -203,20 +192,15 @@ class DistillObjective:
         return {"loss": loss * n, **{name: value.detach() * n for name, value in terms.items()}}
 
     def _soft(self, student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        T = self.losses.temperature
-        if self.kind == "positions":  # a span's start or end over the window's real tokens
-            low = torch.tensor(-1e4, dtype=torch.float32, device=student.device)
-            return soft_loss(torch.where(mask, student.float(), low), torch.where(mask, teacher.float(), low), T, "classes")
-        return soft_loss(student, teacher, T, self.kind, mask if self.per_token else None)
+        return soft_loss(student, teacher, self.losses.temperature, self.kind, mask if self.per_token else None)
 
     def _hard(self, ours: Any, labels: dict[str, torch.Tensor], labeled: torch.Tensor) -> torch.Tensor:
         """The labels' loss on the labelled rows, as the task model computes it (class weights as fine-tuning's)."""
         sub = dataclasses.replace(ours, **{f.name: getattr(ours, f.name)[labeled] for f in dataclasses.fields(ours)
                                            if isinstance(getattr(ours, f.name), torch.Tensor)})
         targets = {k: v[labeled] for k, v in labels.items()}
-        if self.weights is not None:
-            return F.cross_entropy(sub.logits.float(), targets["labels"], weight=self.weights)
-        return self.student.loss_of(sub, **targets)
+        weighted = {} if self.weights is None else {"class_weights": self.weights}
+        return self.student.loss_of(sub, **targets, **weighted)
 
 
 # ---- the rows --------------------------------------------------------------------------------------------------
@@ -320,7 +304,7 @@ def _distill(cfg: DistillSettings, resume: bool, ctx: Context) -> dict[str, Any]
         proj = projections(student, teacher, lmap)
         if proj is not None:
             student.distill_projections = proj  # trained and checkpointed with the student; not saved in OUT/model
-    objective = DistillObjective(student, teacher, cache, task.outputs, cfg.loss, weight_tensor)
+    objective = DistillObjective(student, teacher, cache, task, cfg.loss, weight_tensor)
     recipe = {"teacher": str(cfg.teacher), "student": cfg.student, "student_init": cfg.student_init and str(cfg.student_init),
               "losses": dataclasses.asdict(cfg.loss), "unlabeled": [str(p) for p in cfg.unlabeled],
               "unlabeled_rows": len(rows) - len(train_features)}

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from . import distributed, settings
@@ -283,8 +282,9 @@ class TaskObjective:
 
     def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = model(**batch)
-        if self.class_weights is not None:
-            return {"loss": F.cross_entropy(out.logits.float(), batch["labels"], weight=self.class_weights, reduction="sum")}
+        if self.class_weights is not None:  # summed: the step divides by counts()' total weight
+            task_model = getattr(model, "module", model)  # under torchrun, the model inside DistributedDataParallel
+            return {"loss": task_model.loss_of(out, labels=batch["labels"], class_weights=self.class_weights, reduction="sum")}
         return {"loss": out.loss * self.counts(batch)["n"]}
 
 
@@ -470,8 +470,7 @@ def _one_run(cfg: FinetuneSettings, base: Path, task: Task, metric: str, labels:
         shutil.rmtree(run_dir)
     distributed.barrier()
     set_seed(t.seed)
-    model = MODEL_CLASSES[task.architecture].from_pretrained(base, id2label=dict(enumerate(labels)), problem_type=task.problem_type,
-                                             **task.model_options)
+    model = MODEL_CLASSES[task.architecture].from_pretrained(base, id2label=dict(enumerate(labels)), **task.model_options)
     tok = Tokenizer.from_pretrained(base)
     objective = TaskObjective(task.per_token_loss, None if weights is None else torch.tensor(weights, device=ctx.device))
     state, seconds = fit(model, objective, train_features, dev_features, task, metric, t, o, run_dir, ctx, resume,

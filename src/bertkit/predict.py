@@ -138,7 +138,7 @@ def predict_lines(pipe: Pipeline, lines: list[str], *, pairs: list[str] | None =
     two = second is not None
     texts, seconds, errors = list(lines), None, {}  # errors: input index -> why it gives no prediction
     if jsonl:
-        texts, seconds, errors = _jsonl_inputs(lines, second, source)
+        texts, seconds, errors = _jsonl_inputs(lines, pipe.task, source)
     elif pairs is not None:
         seconds = pairs * len(texts) if len(pairs) == 1 else list(pairs)
     elif two:
@@ -154,11 +154,10 @@ def predict_lines(pipe: Pipeline, lines: list[str], *, pairs: list[str] | None =
     return [answers.get(i) or {"line": i + 1, "error": errors[i]} for i in range(len(texts))]
 
 
-def _jsonl_inputs(lines: list[str], second_name: str | None, source: str) -> tuple[list[str], list[str] | None, dict[int, str]]:
-    """Texts (and second texts or contexts) from JSON lines, with the field names training files use."""
-    from .tasks.classify import DEFAULT_NAMES
-
-    names = {"text": ("question", *DEFAULT_NAMES["text"]), "pair": ("context", *DEFAULT_NAMES["pair"])}
+def _jsonl_inputs(lines: list[str], task: Task, source: str) -> tuple[list[str], list[str] | None, dict[int, str]]:
+    """Texts (and second texts or contexts) from JSON lines, with the field names the task's training files use."""
+    second_name = task.second
+    text_names, second_names = task.json_fields
     texts, seconds, errors = [], [], {}
     for i, line in enumerate(lines):
         try:
@@ -166,10 +165,10 @@ def _jsonl_inputs(lines: list[str], second_name: str | None, source: str) -> tup
         except json.JSONDecodeError as e:
             raise BertkitError(f"{source} line {i + 1}: not JSON ({e.msg})") from None
         lowered = {k.lower(): v for k, v in obj.items()} if isinstance(obj, dict) else {}
-        text = next((lowered[n] for n in names["text"] if n in lowered), None)
-        second = next((lowered[n] for n in names["pair"] if n in lowered), None)
+        text = next((lowered[n] for n in text_names if n in lowered), None)
+        second = next((lowered[n] for n in second_names if n in lowered), None)
         if line.strip() and text is None:
-            errors[i] = f"no text field (one of {', '.join(names['text'][:4])}, ...)"
+            errors[i] = f"no text field (one of {', '.join(text_names[:4])}{', ...' if len(text_names) > 4 else ''})"
         elif line.strip() and second_name is not None and second is None:
             errors[i] = f"no {second_name} field"
         texts.append(str(text or ""))

@@ -22,6 +22,7 @@ from torch import nn
 
 from .config import PRESETS, BertConfig
 from .errors import BertkitError
+from .heads import HEAD_FIELDS
 from .model import BertModel, Pretrained
 
 # ---- the student ------------------------------------------------------------------------------------------------
@@ -62,7 +63,7 @@ def build_student(teacher: Pretrained, spec: str, init: Path | None = None) -> P
         student = cls(tcfg.replace(num_hidden_layers=len(value)))
         _copy_layers(teacher, student, value)
         return student
-    labels = {"id2label": tcfg.id2label, "problem_type": tcfg.problem_type, "crf": tcfg.crf}
+    labels = {name: getattr(tcfg, name) for name in HEAD_FIELDS}
     if init is not None:
         student = cls.from_pretrained(init, **labels)
     else:
@@ -160,8 +161,14 @@ def soft_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float, 
               mask: torch.Tensor | None = None) -> torch.Tensor:
     """The soft-target loss of one output, averaged over rows (or over the real tokens of `mask`, (B, T)):
     "classes" KL at T; "labels" (multi-label) binary cross-entropy against sigmoid(teacher / T), times T^2;
-    "score" (regression) squared error; "emissions" (a CRF's) squared error of the scores."""
-    if kind == "classes":
+    "score" (regression) squared error; "emissions" (a CRF's) squared error of the scores; "positions" (a span's start
+    or end) KL at T over each row's real tokens of `mask`, averaged over rows."""
+    if kind == "positions":
+        low = torch.tensor(-1e4, dtype=torch.float32, device=student.device)
+        real = mask if mask is not None else torch.ones_like(student, dtype=torch.bool)
+        per = kl_at(torch.where(real, student.float(), low), torch.where(real, teacher.float(), low), temperature)
+        mask = None  # one distribution a row
+    elif kind == "classes":
         per = kl_at(student, teacher, temperature)
     elif kind == "labels":
         per = F.binary_cross_entropy_with_logits(student.float() / temperature, torch.sigmoid(teacher.float() / temperature),

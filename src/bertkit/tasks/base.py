@@ -93,9 +93,12 @@ class Task(Protocol):
     per_token: bool  # those outputs come per token, (B, T, ...), rather than per row, (B, ...)
     per_token_loss: bool  # the training loss is a mean over labelled tokens, rather than over rows
     class_weighted: bool  # the loss may weight each class (--class-weights): one class a row
+    # how distillation compares a student's outputs with its teacher's (bertkit.students.soft_loss): "classes",
+    # "labels" (multi-label), "score" (regression), "positions" (a span's start and end), "emissions" (a CRF's)
+    soft_targets: str
 
     @property
-    def model_options(self) -> dict[str, Any]: ...  # config fields the task model needs (a CRF, say)
+    def model_options(self) -> dict[str, Any]: ...  # config fields the task model needs: problem_type, a CRF
 
     def read(self, path: str | Path, **fmt: Any) -> Dataset: ...
     def labels(self, train: Dataset) -> list[str]: ...
@@ -109,6 +112,9 @@ class Task(Protocol):
     def inputs_from_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, **opts: Any) -> Dataset: ...
     # an example's first input (a text, a question, an NER sentence's words) and second text: what inputs_from_texts takes
     def texts_of(self, example: Any) -> tuple[str | tuple[str, ...], str | None]: ...
+    # the keys an input's text and its second text may have in a JSON line (`bertkit predict`), as training files name them
+    @property
+    def json_fields(self) -> tuple[tuple[str, ...], tuple[str, ...]]: ...
 
     # An input as the server and `Pipeline.predict` take it: a text, [text, pair], {"question", "context"}, words.
     @property

@@ -96,12 +96,20 @@ class ClassifyTask:
         return not self.regression
 
     @property
+    def soft_targets(self) -> str:
+        return "score" if self.regression else "classes"
+
+    @property
+    def json_fields(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return DEFAULT_NAMES["text"], DEFAULT_NAMES["pair"]
+
+    @property
     def metric_names(self) -> tuple[str, ...]:
         return ("pearson", "spearman", "corr", "mse") if self.regression else ("accuracy", "f1", "mcc")
 
     @property
     def model_options(self) -> dict[str, Any]:
-        return {}
+        return {"problem_type": self.problem_type}
 
     @property
     def fields(self) -> tuple[str, ...]:

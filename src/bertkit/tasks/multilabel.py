@@ -63,6 +63,7 @@ class MultiLabelTask:
     per_token: bool = False
     per_token_loss: bool = False
     class_weighted: bool = False
+    soft_targets: str = "labels"
     metric_names: tuple[str, ...] = ("micro_f1", "macro_f1", "subset_accuracy")
 
     def __post_init__(self) -> None:
@@ -72,7 +73,7 @@ class MultiLabelTask:
 
     @property
     def model_options(self) -> dict[str, Any]:
-        return {}
+        return {"problem_type": self.problem_type}
 
     def read(self, path: str | Path, *, label_sep: str | None = None, **fmt: Any) -> Dataset:
         """Gives the examples of a TSV / CSV / JSON-lines file, each label a tuple of label names."""
@@ -165,6 +166,10 @@ class MultiLabelTask:
     @property
     def second(self) -> str | None:
         return self._texts.second
+
+    @property
+    def json_fields(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return self._texts.json_fields
 
     def check_input(self, item: Any, where: str) -> None:
         self._texts.check_input(item, where)

@@ -51,6 +51,7 @@ from .base import (
     output_rows,
     pad_rows,
 )
+from .classify import DEFAULT_NAMES
 from .metrics import entity_scores
 from .readers import BadRows, bad_row, read_text, text_lines
 
@@ -144,8 +145,16 @@ class NERTask:
         return not self.crf  # a CRF's loss is per sentence
 
     @property
+    def soft_targets(self) -> str:
+        return "emissions" if self.crf else "classes"  # a CRF student matches the teacher's emission scores
+
+    @property
+    def json_fields(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return DEFAULT_NAMES["text"], ()
+
+    @property
     def model_options(self) -> dict[str, Any]:
-        return {"crf": True} if self.crf else {}
+        return {"problem_type": self.problem_type, **({"crf": True} if self.crf else {})}
 
     def read(self, path: str | Path, **fmt: Any) -> Dataset:
         """Gives the sentences of a CoNLL-style file; `fmt` goes to `readers.read_conll` (normalize="NFKC", ...)."""

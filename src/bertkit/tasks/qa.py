@@ -156,6 +156,8 @@ class QATask:
     per_token: bool = True
     per_token_loss: bool = False  # a start and an end per window
     class_weighted: bool = False
+    soft_targets: str = "positions"
+    json_fields: tuple[tuple[str, ...], tuple[str, ...]] = (("question",), ("context",))
     metric_names: tuple[str, ...] = ("exact_match", "f1")
 
     def __post_init__(self) -> None:
@@ -164,7 +166,7 @@ class QATask:
 
     @property
     def model_options(self) -> dict[str, Any]:
-        return {}
+        return {"problem_type": self.problem_type}
 
     def read(self, path: str | Path, **fmt: Any) -> Dataset:
         """Gives the questions of a SQuAD-format JSON file; `fmt` goes to `readers.read_squad` (whole_words)."""
