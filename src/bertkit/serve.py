@@ -103,9 +103,9 @@ class ServeSettings(Settings):
     max_wait_ms: float = option(5.0, "how long a request waits for others to batch with", check=non_negative)
     max_concurrent_requests: int = option(512, "requests queued or running, at most: one more is answered 429 at "
                                                "once", check=positive)
-    request_timeout: float = option(30.0, "seconds a request may wait in the queue (then it is answered 503 and "
-                                          "never runs), and a forward pass may run (then the server is stalled: "
-                                          "503)", check=positive)
+    # also how long a forward pass may run before the server counts as stalled (module docstring, README)
+    request_timeout: float = option(30.0, "seconds a request may wait in the queue; then it is answered 503 and "
+                                          "never runs", check=positive)
     max_inputs: int = option(256, "inputs a request, at most", check=positive)
     max_body_bytes: int = option(1 << 20, "request body size, at most", check=positive)
     api_key: str | None = option(None, "every /v1 route needs Authorization: Bearer KEY", metavar="KEY",
