@@ -5,9 +5,9 @@
     batcher.add(job)                       # then await job.done (the server bounds how long it waits)
 
 A job is one request's work, already read and tokenized (`work`, opaque here), with its inputs (`size`) and
-tokens; `run` takes the works of a group and gives one result per job (an exception: that job's failure). A group starts with the oldest waiting
-job and takes those queued behind it, in order, that fit beside it: at most `max_batch_size` inputs and
-`max_batch_tokens` tokens in all. A job that does not fit leads the next group, while shorter ones behind it
+tokens; `run` takes the works of a group and gives one result per job (an exception: that job's failure).
+A group starts with the oldest waiting job and takes those queued behind it, in order, that fit beside it:
+at most `max_batch_size` inputs and `max_batch_tokens` tokens in all. A job that does not fit leads the next group, while shorter ones behind it
 may ride along in this one (a short request is not held back by large ones queued before it; none waits more
 than a group longer than it would in order). A job larger than the budget still runs, in a group of its own,
 cut into forward passes by the model. It waits up to `max_wait_ms` for more only while requests come
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger("bertkit")
+Call = tuple[asyncio.AbstractEventLoop, asyncio.Future, Callable[..., Any], tuple[Any, ...]]  # loop, future, fn, args
 
 
 @dataclass(eq=False)
@@ -54,7 +55,7 @@ class Worker:
     interpreter joins at exit, a call that hangs here cannot hold the process after SIGTERM."""
 
     def __init__(self, threads: int = 1, name: str = "bertkit-worker"):
-        self.calls: queue.SimpleQueue[tuple[Any, asyncio.Future, Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self.calls: queue.SimpleQueue[Call | None] = queue.SimpleQueue()
         self.threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(threads)]
         for thread in self.threads:
             thread.start()
