@@ -147,6 +147,7 @@ PENDING = ("modelcard.py",)
 def family_markers() -> dict[str, set[str]]:
     """The names that tell one family (or head) from another: the task model and head classes, the outputs only
     some heads give, the config's problem types, and the family names."""
+    from bertkit import tasks
     from bertkit.heads import MODEL_CLASSES, TaskModel
     from bertkit.tasks import FAMILIES
 
@@ -157,7 +158,9 @@ def family_markers() -> dict[str, set[str]]:
         "classes": {cls.__name__ for cls in (*task_models, *heads)},
         "fields": {name for name in outputs if outputs.count(name) == 1} | {"problem_type"},
         "keys": {*FAMILIES, *(cls.__name__ for cls in task_models), "regression", "multi_label_classification"},
-        "modules": {path.stem for path in (SRC / "tasks").glob("*.py")} - {"__init__", "base", "metrics", "readers"},
+        # the modules that define a family's Task (shared ones, metrics or readers, are anyone's to import)
+        "modules": {cls.__module__.rpartition(".")[2] for cls in vars(tasks).values()
+                    if isinstance(cls, type) and cls is not tasks.Task and hasattr(cls, "featurize")},
     }
 
 
