@@ -136,3 +136,12 @@ def test_regression_labels_and_scores(tmp_path: Path, tok: Tokenizer):
     path.write_text("sentence1\tsentence2\tscore\na\tb\thigh\n")
     with pytest.raises(BertkitError, match=r"sts\.tsv line 2: label 'high' is not a number"):
         task.featurize(task.read(path), tok, None)
+
+
+def test_a_prediction_matches_an_expected_answer() -> None:
+    task = get_task("pair")
+    assert task.matches({"label": "entailment", "probabilities": {}}, "entailment")
+    assert not task.matches({"label": "entailment"}, "not_entailment")
+    assert not get_task("pair", regression=True).matches({"score": 4.2}, "4.2")
+    labels = get_task("classify", multi_label=True)
+    assert labels.matches({"labels": ["food", "sport"]}, "sport, food") and not labels.matches({"labels": ["food"]}, "sport")

@@ -18,7 +18,7 @@ from bertkit.crf import CRF
 from bertkit.errors import BertkitError
 from bertkit.heads import MODEL_CLASSES, to_tensors
 from bertkit.schemes import allowed_transitions, convert
-from bertkit.tasks import Dataset, NERTask
+from bertkit.tasks import Dataset, NERTask, get_task
 from bertkit.tasks.ner import NERFeatures, token_windows
 from bertkit.tokenizer import Tokenizer
 
@@ -216,3 +216,12 @@ def test_constrained_decoding_gives_the_most_probable_well_formed_sequence(tok: 
         assert alone == [labels[t] for t in words.argmax(1)]
         if trial == 0:
             assert alone[0] == "I-PER" and constrained != alone
+
+
+def test_a_prediction_matches_an_expected_answer() -> None:
+    task = get_task("ner")
+    found = {"entities": [{"type": "PER", "text": "Emma"}, {"type": "LOC", "text": "Highbury"},
+                          {"type": "PER", "text": "Knightley"}]}
+    assert task.matches(found, "LOC: Highbury; PER: Knightley, Emma")
+    assert task.show_prediction(found) == "PER: Emma, Knightley; LOC: Highbury" and task.matches(found, task.show_prediction(found))
+    assert not task.matches(found, "PER: Emma") and task.matches({"entities": []}, "")

@@ -215,3 +215,9 @@ def test_tiny_model_outputs_decode(builtin_data: Path, vocab: Path):
             valid = (b >= a) & (b - a < 30) & torch.as_tensor(features.max_context[r], dtype=torch.bool)[:, None]
             found |= bool((spans[valid] == p.score).any())
         assert found, p.score
+
+
+def test_a_prediction_matches_an_expected_answer() -> None:
+    task = get_task("qa")
+    assert task.matches({"answer": " Paris ", "start": 3, "end": 9}, "Paris")
+    assert not task.matches({"answer": "", "start": -1, "end": -1}, "Paris")

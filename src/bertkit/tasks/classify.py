@@ -274,6 +274,9 @@ class ClassifyTask:
             return f"{prediction['score']:.3g}"
         return f"{prediction.get('label')} ({max(prediction.get('probabilities', {}).values(), default=0):.2f})"
 
+    def matches(self, prediction: dict[str, Any], expected: str) -> bool:
+        return str(prediction.get("label")) == expected  # a score (regression) is never exactly an expected one
+
 
 PROBABILITIES = {"type": "object", "additionalProperties": {"type": "number"}}
 # a pair classifier's label that means "the second text goes with the first" when reranking with it

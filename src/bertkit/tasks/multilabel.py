@@ -180,6 +180,9 @@ class MultiLabelTask:
     def show_input(self, text: str, second: str | None) -> str:
         return self._texts.show_input(text, second)
 
+    def matches(self, prediction: dict[str, Any], expected: str) -> bool:
+        return set(prediction.get("labels", [])) == {label.strip() for label in expected.split(",") if label.strip()}
+
     def show_prediction(self, prediction: dict[str, Any]) -> str:
         return ", ".join(prediction.get("labels", [])) or "(no label)"
 

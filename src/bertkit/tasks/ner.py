@@ -329,6 +329,12 @@ class NERTask:
             found.setdefault(e["type"], []).append(e["text"])
         return "; ".join(f"{kind}: {', '.join(texts)}" for kind, texts in found.items()) or "(no entities)"
 
+    def matches(self, prediction: dict[str, Any], expected: str) -> bool:
+        found = {(e["type"], e["text"]) for e in prediction.get("entities", [])}
+        wanted = {(kind.strip(), name.strip()) for part in expected.split(";") if ":" in part
+                  for kind, names in [part.split(":", 1)] for name in names.split(",")}
+        return found == wanted
+
     input_schema = {"oneOf": [STRING, {"type": "array", "items": STRING, "minItems": 1,
                                        "description": "words, split already (no white space in a word)"}]}
     prediction_schema = obj({

@@ -340,6 +340,9 @@ class QATask:
     def show_prediction(self, prediction: dict[str, Any]) -> str:
         return f"{prediction.get('answer')!r} [{prediction.get('start')}:{prediction.get('end')}]"
 
+    def matches(self, prediction: dict[str, Any], expected: str) -> bool:
+        return str(prediction.get("answer", "")).strip() == expected
+
     input_schema = obj({"question": STRING, "context": STRING})
     prediction_schema = obj(
         {"id": {"type": "string"}, "question": {"type": "string"}, "answer": {"type": "string"},
