@@ -12,8 +12,8 @@
     scores = task.score(dev, predictions)             # {"accuracy": ..., "f1": ...}, percent
 
 Nothing here imports torch: batches are numpy arrays, decoding reads numpy logits, so that an exported
-model predicts without it (bertkit.runtime). Each task module reads its own formats (`read_table`/`read_jsonl`, `read_squad`, `read_conll`, all
-exported here); read reports (`dataset.report.summary()`) say what each skipped or fixed and where.
+model predicts without it (bertkit.runtime). Each task module reads its own formats (`read_table`/`read_jsonl` in `tables`, `read_squad`, `read_conll`,
+all exported here); read reports (`dataset.report.summary()`) say what each skipped or fixed and where.
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ from typing import Any
 
 from ..errors import BertkitError
 from .base import Dataset, Family, Features, InputError, ReadReport, Task, pad_rows
-from .classify import ClassifyTask, ClassPrediction, TextExample, read_jsonl, read_table, read_texts
-from .multilabel import CLASSIFY, PAIR, LabelSetPrediction, MultiLabelTask, tune_thresholds
+from .classification import CLASSIFY, PAIR
+from .classify import ClassifyTask, ClassPrediction
+from .multilabel import LabelSetPrediction, MultiLabelTask, tune_thresholds
 from .ner import NER, NERTask, TagExample, TagPrediction, read_conll, with_scheme, words_of
 from .qa import QA, Answer, QAExample, QAPrediction, QATask, read_squad
 from .readers import split
+from .tables import TextExample, read_jsonl, read_table, read_texts
 
 # The task families, by name: a new family is a module here and one entry in this line.
 FAMILIES: dict[str, Family] = {family.name: family for family in (CLASSIFY, PAIR, QA, NER)}

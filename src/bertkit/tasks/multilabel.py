@@ -4,15 +4,11 @@ the sigmoid of its own logit, trained with binary cross-entropy. Saved with Hugg
 
 Labels come as a JSON list in JSON lines (field `labels` or `label`, or the one `columns` names), or
 joined by `label_sep` in a TSV/CSV cell (an empty cell: no labels).
-
-The two classification families, classify and pair, are declared here, where both of their tasks are known:
-single-label (bertkit.tasks.classify) or, with `multi_label`, this one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,18 +17,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import BertkitError
-from .base import Dataset, Family, Features, natural_sorted, obj, pad_rows
-from .classify import (
-    PROBABILITIES,
-    ClassifyTask,
-    TextExample,
-    echo_schema,
-    pool_windows,
-    read_texts,
-    text_rows,
-    texts_schema,
-)
+from .base import Dataset, Features, natural_sorted, obj, pad_rows
+from .classify import PROBABILITIES, ClassifyTask, echo_schema, pool_windows, text_rows, texts_schema
 from .metrics import multilabel_scores
+from .tables import TextExample, read_texts
 
 
 @dataclass
@@ -214,21 +202,3 @@ def tune_thresholds(gold: Sequence[frozenset[str]], probs: np.ndarray, labels: S
 
         out[label] = float(max(candidates, key=f1))  # max keeps the first of equals: the nearest 0.5
     return out
-
-
-def classification(name: str, *, multi_label: bool = False, **options: Any) -> ClassifyTask | MultiLabelTask:
-    """The classify or pair task: single-label (a class or, with `regression`, a score), or multi-label."""
-    if multi_label:
-        if options.pop("regression", False):
-            raise BertkitError("--multi-label is for classify and pair (not with --regression)")
-        return MultiLabelTask(name=name, **options)
-    if "threshold" in options or "tune_thresholds" in options:
-        raise BertkitError("--threshold and --tune-thresholds are for --multi-label")
-    return ClassifyTask(name=name, **options)
-
-
-_PAIRS = frozenset({"regression", "multi_label", "threshold", "tune_thresholds", "class_weights"})
-CLASSIFY = Family("classify", functools.partial(classification, "classify"), _PAIRS | {"long", "stride"},
-                  "single-sentence classification", "text-classification")
-PAIR = Family("pair", functools.partial(classification, "pair"), _PAIRS, "sentence-pair classification",
-              "text-classification")

@@ -51,9 +51,9 @@ from .base import (
     output_rows,
     pad_rows,
 )
-from .classify import DEFAULT_NAMES
 from .metrics import entity_scores
 from .readers import BadRows, bad_row, read_text, text_lines
+from .tables import DEFAULT_NAMES
 
 
 @dataclass(frozen=True)
