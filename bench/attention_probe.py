@@ -21,7 +21,7 @@ import torch
 from bertkit.config import BertConfig
 from bertkit.distributed import Context
 from bertkit.heads import BertForPreTraining
-from bertkit.init import local_attention_init, unigram_bias_init
+from bertkit.initialization import local_attention_init, unigram_bias_init
 from bertkit.optim import build_optimizer, linear_schedule
 from bertkit.pretrain import PretrainBatches, PretrainingObjective
 

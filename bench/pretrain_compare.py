@@ -25,7 +25,7 @@ import torch
 from bertkit.config import BertConfig
 from bertkit.distributed import Context
 from bertkit.heads import BertForPreTraining
-from bertkit.init import INITS, initialize
+from bertkit.initialization import INITS, initialize
 from bertkit.optim import build_optimizer, linear_schedule
 from bertkit.pretrain import PretrainBatches, PretrainingObjective, evaluate_pretraining
 from bertkit.pretraining import PretrainingData

@@ -32,7 +32,7 @@ import torch
 from bertkit import settings
 from bertkit.finetune import FinetuneSettings, finetune
 from bertkit.heads import BertForPreTraining
-from bertkit.init import INITS, local_attention_init
+from bertkit.initialization import INITS, local_attention_init
 from bertkit.tasks import read_table, split
 from bertkit.tokenizer import Tokenizer
 

@@ -11,7 +11,7 @@ import transformers
 
 import bertkit
 from bertkit import BertConfig, BertkitError
-from bertkit.init import local_attention_init
+from bertkit.initialization import local_attention_init
 from bertkit.pretrain import ModelSettings
 
 ATOL = 1e-5

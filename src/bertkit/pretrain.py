@@ -23,7 +23,7 @@ from .config import IGNORE, PRESETS, BertConfig
 from .errors import BertkitError
 from .fileio import staged_dir
 from .heads import BertForPreTraining
-from .init import INITS, initialize
+from .initialization import INITS, initialize
 from .optim import OptimSettings, build_optimizer, linear_warmup_decay, warmup_steps_for
 from .pretraining import PretrainingData, collate
 from .settings import DEVICES, PRECISIONS, Settings, non_negative, one_of, option, positive

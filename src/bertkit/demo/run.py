@@ -29,7 +29,7 @@ from ..fileio import atomic_write_text
 from ..fillmask import FillMask
 from ..finetune import FinetuneSettings, finetune
 from ..heads import BertForPreTraining
-from ..init import local_attention_init
+from ..initialization import local_attention_init
 from ..predict import evaluate_task, pipeline
 from ..pretrain import PretrainSettings, pretrain
 from ..pretraining import prepare
