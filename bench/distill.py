@@ -288,7 +288,7 @@ def split_ms(exported: dict[str, Path], inputs: list[Any], group: int = 16) -> d
     decoding), and of that in the server's `prepare` (reading and tokenizing a request of one input), run as the
     server runs them: each input prepared on its own, in groups of `group` through the model: the fastest of
     three passes over `inputs`, the models taking turns pass by pass."""
-    from bertkit.served import TaskModel
+    from bertkit.server.adapters import TaskModel
 
     in_ort = [0.0]
 

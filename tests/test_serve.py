@@ -84,7 +84,7 @@ class Local:
     def __init__(self, model: Path | None = None, app: Any = None, headers: dict[str, str] | None = None, **settings: Any):
         from starlette.testclient import TestClient
 
-        from bertkit.serve import ServeSettings, create_app
+        from bertkit.server import ServeSettings, create_app
 
         self.app = app or create_app(ServeSettings(model=model, **settings))
         self.client = TestClient(self.app, headers=headers)

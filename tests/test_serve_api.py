@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 from test_serve import TEXTS, Local, Server
 
-from bertkit.batcher import Batcher, Job
 from bertkit.embed import Embedder
 from bertkit.predict import pipeline
 from bertkit.runtime import batches
-from bertkit.serve import ServeSettings, create_app
-from bertkit.served import Prepared
+from bertkit.server import ServeSettings, create_app
+from bertkit.server.adapters import Prepared
+from bertkit.server.batcher import Batcher, Job
 from bertkit.tasks import get_task
 
 
@@ -118,7 +118,7 @@ def test_one_of_several_workers_takes_connections_only_once_warm() -> None:
 
 
 def test_the_warm_up_runs_the_largest_batch(task_models: dict[str, Path]) -> None:
-    from bertkit.served import TaskModel
+    from bertkit.server.adapters import TaskModel
 
     model = TaskModel(task_models["qa"], "cpu", "fp32", max_batch_size=4, max_batch_tokens=16384)
     seen: list[tuple[int, ...]] = []
@@ -363,7 +363,7 @@ def tokenizer_calls(tokenizer: Any) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize("name", ["classify", "encoder"])
 def test_a_request_is_tokenized_once_and_off_the_event_loop(task_models: dict[str, Path], name: str) -> None:
-    from bertkit.served import load
+    from bertkit.server.adapters import load
 
     model = load(task_models[name], "mean" if name == "encoder" else None, False, "cpu", "fp32", 32, 16384)
     calls = tokenizer_calls(model.embedder.tokenizer if name == "encoder" else model.pipe.tokenizer)  # type: ignore[union-attr]
@@ -383,7 +383,7 @@ def test_a_request_is_tokenized_once_and_off_the_event_loop(task_models: dict[st
 
 
 def test_a_bad_dimensions_never_reaches_the_model(task_models: dict[str, Path]) -> None:
-    from bertkit.served import load
+    from bertkit.server.adapters import load
 
     model = load(task_models["encoder"], "mean", False, "cpu", "fp32", 32, 16384)
     runs: list[int] = []
@@ -588,8 +588,9 @@ HANGS = """
 import sys, threading
 from pathlib import Path
 
-import bertkit.serve as serve
-from bertkit.served import Prepared
+import bertkit.server.app
+from bertkit.server import ServeSettings, serve
+from bertkit.server.adapters import Prepared
 from bertkit.tasks import get_task
 
 
@@ -609,8 +610,8 @@ class Hangs:
         pass
 
 
-serve.load = lambda *args: Hangs()
-serve.serve(serve.ServeSettings(model=Path("hangs"), port=int(sys.argv[1]), request_timeout=1.0))
+bertkit.server.app.load = lambda *args: Hangs()
+serve(ServeSettings(model=Path("hangs"), port=int(sys.argv[1]), request_timeout=1.0))
 """
 
 

@@ -228,7 +228,7 @@ def cmd_mask(args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    from .serve import ServeSettings, serve
+    from .server import ServeSettings, serve
 
     serve(settings.load(ServeSettings, flags=settings.given(args, ServeSettings)))
 
@@ -404,7 +404,7 @@ def _mask(p: argparse.ArgumentParser) -> Command:
 
 
 def _serve(p: argparse.ArgumentParser) -> Command:
-    from .serve import ServeSettings
+    from .server import ServeSettings
 
     settings.add_options(p, ServeSettings)
     return cmd_serve

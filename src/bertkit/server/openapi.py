@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .tasks import Task
-from .tasks.base import STRING, obj
+from ..tasks import Task
+from ..tasks.base import STRING, obj
 
 ERROR = obj({"error": {"type": "string"}})
 NUMBER, INTEGER, BOOLEAN = {"type": "number"}, {"type": "integer"}, {"type": "boolean"}
