@@ -74,7 +74,7 @@ def write_report(out: Path, cfg: Any, stages: dict[str, Any], results: dict[str,
                   f"| {w['input']} | {w['expected']} | " + " | ".join(heads[i] for i in inits) + " |",
                   "|---|---|" + "---|" * len(inits)]
         lines += [f"| {_cell(t.show_input(e['input'], e['pair']))} | {_cell(e['expected'])} | "
-                  + " | ".join(_cell(t.show_prediction(e[i])) + _mark(e[i], e["expected"]) for i in inits if i in e) + " |"
+                  + " | ".join(_cell(t.show_prediction(e[i])) + _mark(t.matches(e[i], e["expected"])) for i in inits if i in e) + " |"
                   for e in shown]
         lines.append("")
     lines += [f"## {w['timings']}", "", f"| {w['stage']} | {w['seconds']} |", "|---|---:|",
@@ -108,21 +108,8 @@ def reference_name(reference: dict[str, Any]) -> str:
     return f"{folder.parent.name}/{folder.name}" if folder.name == "model" and folder.parent.name else folder.name
 
 
-def _mark(prediction: dict[str, Any], expected: str) -> str:
-    return " ✓" if matches(prediction, expected) else " ✗"
-
-
-def matches(prediction: dict[str, Any], expected: str) -> bool:
-    """Whether a prediction is the expected answer: its label, its answer span's text, or its entities, as the
-    expected "PER: a, b; LOC: c" lists them (in any order)."""
-    if "entities" in prediction:
-        found = {(e["type"], e["text"]) for e in prediction["entities"]}
-        wanted = {(kind.strip(), name.strip()) for part in expected.split(";") for kind, names in [part.split(":", 1)]
-                  for name in names.split(",")}
-        return found == wanted
-    if "answer" in prediction:
-        return prediction["answer"].strip() == expected
-    return str(prediction.get("label")) == expected
+def _mark(right: bool) -> str:
+    return " ✓" if right else " ✗"
 
 
 def _seeds(shown: list[dict[str, Any]], inits: tuple[str, ...], heads: dict[str, str], lang: str) -> list[str]:

@@ -38,7 +38,7 @@ from ..settings import one_of, option, positive
 from ..tasks import TASKS, get_task
 from ..tokenizer import Tokenizer
 from .plots import plot_run
-from .report import matches, write_report
+from .report import write_report
 from .stats import paired_bootstrap
 
 log = logging.getLogger("bertkit")
@@ -361,10 +361,11 @@ def _seed_examples(out: Path, cfg: DemoSettings, inits: tuple[str, ...]) -> list
     """The walkthrough's examples, each answered by every model fine-tuned on its task, marked right or wrong."""
     shown = []
     for job, text, pair, expected in SEEDS[cfg.lang]:
-        answers = {init: pipeline(out / "finetune" / f"{job}-{init}" / "model")([text], [pair] if pair else None)[0]
-                   for init in inits}
+        pipes = {init: pipeline(out / "finetune" / f"{job}-{init}" / "model") for init in inits}
+        answers = {init: pipe([text], [pair] if pair else None)[0] for init, pipe in pipes.items()}
         shown.append({"job": job, "family": JOBS[job][0], "input": text, "pair": pair, "expected": expected,
-                      **{init: {"answer": answers[init], "right": matches(answers[init], expected)} for init in inits}})
+                      **{init: {"answer": answers[init], "right": pipes[init].task.matches(answers[init], expected)}
+                         for init in inits}})
     return shown
 
 
