@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .fileio import atomic_write_text
-from .tasks import family
+from .tasks import family, get_task
 
 
 def command_line() -> str | None:
@@ -38,8 +38,8 @@ def write_model_card(directory: Path, meta: dict[str, Any], summary: dict[str, A
     """Gives (and writes to directory/README.md) the card of a fine-tuned model: `meta` is its task file,
     `summary` fine-tuning's results (best run, test scores), `data` the train/dev/test files."""
     task, settings = meta["task"], meta["settings"]
-    kind = family(task).title + (" (multi-label)" if meta["task_options"].get("multi_label") else "")
-    kind += " (regression)" if meta["task_options"].get("regression") else ""
+    variant = get_task(task, **meta["task_options"]).variant
+    kind = family(task).title + (f" ({variant})" if variant else "")
     best = summary["best"]
     header = ["---", "library_name: bertkit", f"pipeline_tag: {family(task).pipeline_tag}",
               f"base_model: {_yaml_value(str(settings['base_model']))}", "tags:", "- bert", "- bertkit", f"- {task}"]

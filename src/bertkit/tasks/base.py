@@ -96,6 +96,7 @@ class Task(Protocol):
     # how distillation compares a student's outputs with its teacher's (bertkit.students.soft_loss): "classes",
     # "labels" (multi-label), "score" (regression), "positions" (a span's start and end), "emissions" (a CRF's)
     soft_targets: str
+    variant: str  # what sets this task apart within its family ("regression", "multi-label"), or ""
 
     @property
     def model_options(self) -> dict[str, Any]: ...  # config fields the task model needs: problem_type, a CRF

@@ -74,6 +74,10 @@ class ClassifyTask:
         return "score" if self.regression else "classes"
 
     @property
+    def variant(self) -> str:
+        return "regression" if self.regression else ""
+
+    @property
     def json_fields(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         return DEFAULT_NAMES["text"], DEFAULT_NAMES["pair"]
 

@@ -52,6 +52,7 @@ class MultiLabelTask:
     per_token_loss: bool = False
     class_weighted: bool = False
     soft_targets: str = "labels"
+    variant: str = "multi-label"
     metric_names: tuple[str, ...] = ("micro_f1", "macro_f1", "subset_accuracy")
 
     def __post_init__(self) -> None:

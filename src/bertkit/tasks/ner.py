@@ -131,6 +131,7 @@ class NERTask:
     main_metric: str = "f1"
     architecture: str = "BertForTokenClassification"
     problem_type: str | None = None
+    variant: str = ""
     outputs: tuple[str, ...] = ("logits",)
     per_token: bool = True
     class_weighted: bool = False

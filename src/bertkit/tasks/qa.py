@@ -157,6 +157,7 @@ class QATask:
     per_token_loss: bool = False  # a start and an end per window
     class_weighted: bool = False
     soft_targets: str = "positions"
+    variant: str = ""
     json_fields: tuple[tuple[str, ...], tuple[str, ...]] = (("question",), ("context",))
     metric_names: tuple[str, ...] = ("exact_match", "f1")
 
