@@ -82,3 +82,22 @@ def test_what_bertkit_cannot_run_the_same_way_is_refused_by_file_and_field(tiny_
     refused(r"1_Pooling/config\.json line 1: invalid JSON")
     with pytest.raises(BertkitError, match="no 'pooler' pooling"):
         write_sentence_config(tiny_model, SentenceConfig("pooler", max_seq_length=24), hidden_size=128, version="0")
+
+
+def test_the_server_embeds_a_sentence_transformers_folder_as_it_does(shared_data: Path, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+    from starlette.testclient import TestClient
+
+    from bertkit.serve import ServeSettings, create_app
+
+    folder = st_folder(shared_data / "models" / "all-MiniLM-L6-v2", tmp_path / "st", "cls", True, 48)
+    reference = SentenceTransformer(str(folder), device="cpu").encode(TEXTS, convert_to_numpy=True)
+    with TestClient(create_app(ServeSettings(model=folder))) as client:  # no --pooling, no --normalize
+        for _ in range(600):
+            if client.get("/health").status_code == 200:
+                break
+        info = client.get("/v1/model").json()
+        answer = client.post("/v1/embeddings", json={"input": TEXTS, "model": "st"}).json()
+    assert (info["pooling"], info["normalize"], info["max_seq_length"]) == ("cls", True, 48)
+    served = np.array([d["embedding"] for d in answer["data"]], dtype=np.float32)
+    np.testing.assert_allclose(served, reference, atol=2e-6)

@@ -77,6 +77,11 @@ class Embedder:
         if not texts:
             raise BertkitError("no texts to embed")
         rows = self.tokenizer.encode_batch(texts, max_length=self.max_length, truncation=True)
+        return self.vectors_of(rows, progress), np.fromiter((len(r.ids) for r in rows), dtype=np.int64, count=len(rows))
+
+    def vectors_of(self, rows: Sequence[Any], progress: bool = False) -> np.ndarray:
+        """Gives the vectors, (N, hidden), of texts already tokenized (`Tokenizer.encode_batch`'s rows, truncated
+        at `max_length`), in their order: run in length-sorted batches, pooled, normalized if asked."""
         lengths = np.fromiter((len(r.ids) for r in rows), dtype=np.int64, count=len(rows))
         out: np.ndarray | None = None
         for idx in tqdm(batches(lengths, self.batch_size, self.backend.pads, self.max_tokens), disable=not progress, desc="embed",
@@ -85,12 +90,12 @@ class Embedder:
             result = self.backend.run(batch, self.outputs)[self.outputs[0]]
             vectors = self._pool(result, batch["attention_mask"])
             if out is None:
-                out = np.zeros((len(texts), vectors.shape[1]), np.float32)
+                out = np.zeros((len(rows), vectors.shape[1]), np.float32)
             out[idx] = vectors
         assert out is not None
         if self.normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-        return out, lengths
+        return out
 
     def _pad(self, rows: list[Any]) -> dict[str, np.ndarray]:
         T = max(len(r.ids) for r in rows)

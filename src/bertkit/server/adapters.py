@@ -88,13 +88,14 @@ class EncoderModel:
 
     routes = ("/v1/embeddings",)
 
-    def __init__(self, model_dir: Path, pooling: str, normalize: bool, device: str, max_batch_size: int,
+    def __init__(self, model_dir: Path, pooling: str | None, normalize: bool, device: str, max_batch_size: int,
                  max_batch_tokens: int):
+        """`pooling` None (and `normalize` False): what the folder's sentence-transformers files say, else mean."""
         from ..embed import Embedder
 
         self.embedder = Embedder(model_dir, pooling=pooling, normalize=normalize, batch_size=max_batch_size,
                                  device=device, max_tokens=max_batch_tokens)
-        self.pooling, self.normalize = pooling, normalize
+        self.pooling, self.normalize = self.embedder.pooling, self.embedder.normalize
         self.dimensions = BertConfig.load(model_dir).hidden_size  # a vector's size, known before any request runs
 
     def info(self) -> dict[str, Any]:
@@ -109,17 +110,9 @@ class EncoderModel:
     def run(self, requests: list[list[Any]]) -> list[tuple[np.ndarray, list[int]]]:
         """Each request's vectors, (n, hidden) float32, and its texts' tokens; the group's rows run together in
         length-sorted forward passes, as `Embedder.embed` runs a list of texts."""
-        from ..runtime import batches
-
-        e = self.embedder
         rows = [row for encoded in requests for row in encoded]
         lengths = np.fromiter((len(r.ids) for r in rows), dtype=np.int64, count=len(rows))
-        vectors = np.zeros((len(rows), self.dimensions), np.float32)
-        for idx in batches(lengths, e.batch_size, e.backend.pads, e.max_tokens):
-            batch = e._pad([rows[i] for i in idx])
-            vectors[idx] = e._pool(e.backend.run(batch, e.outputs)[e.outputs[0]], batch["attention_mask"])
-        if e.normalize:
-            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        vectors = self.embedder.vectors_of(rows)
         answers, at = [], 0
         for encoded in requests:
             answers.append((vectors[at : at + len(encoded)], lengths[at : at + len(encoded)].tolist()))
@@ -133,9 +126,9 @@ class EncoderModel:
 def load(model_dir: Path, pooling: str | None, normalize: bool, device: str, precision: str, max_batch_size: int,
          max_batch_tokens: int) -> TaskModel | EncoderModel:
     """The served model: a fine-tuned folder serves its task; any folder with --pooling (and a pre-trained one,
-    which has no task) serves as an embedder."""
+    which has no task) serves as an embedder, pooled as its sentence-transformers files say (else mean)."""
     if pooling is None and (model_dir / TASK_FILE).is_file():
         return TaskModel(model_dir, device, precision, max_batch_size, max_batch_tokens)
     if precision != "fp32":
         raise BertkitError("an embedder serves in fp32 (--precision is for task models)")
-    return EncoderModel(model_dir, pooling or "mean", normalize, device, max_batch_size, max_batch_tokens)
+    return EncoderModel(model_dir, pooling, normalize, device, max_batch_size, max_batch_tokens)

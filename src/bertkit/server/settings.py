@@ -30,8 +30,9 @@ class ServeSettings(Settings):
     api_key: str | None = option(None, "every /v1 route needs Authorization: Bearer KEY", metavar="KEY",
                                  shows=f"the {API_KEY_VARIABLE} environment variable, if set", secret=True)
     pooling: str | None = option(None, "serve as an embedder (POST /v1/embeddings) with this pooling",
-                                 check=one_of("mean", "cls", "pooler"), shows="mean for a model without a task")
-    normalize: bool = option(False, "embedder: unit-length vectors (dot product = cosine)")
+                                 check=one_of("mean", "cls", "pooler"), shows="a folder without a task: its sentence-transformers files' pooling, else mean")
+    normalize: bool = option(False, "embedder: unit-length vectors (dot product = cosine); on by itself where the "
+                                    "folder's sentence-transformers files say so")
     workers: int = option(1, "processes on one port, the cores shared among them", check=positive)
     device: str = option("auto", "auto: a GPU when there is one", check=DEVICES)
     precision: str = option("fp32", "bf16: autocast (PyTorch task models)", check=one_of("fp32", "bf16"))
