@@ -214,13 +214,13 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
-    from .attention import plot_attention
+    from .views.attention_maps import plot_attention
 
     print(plot_attention(args.model, args.text, args.pair, args.out, layer=args.layer, head=args.head))
 
 
 def cmd_mask(args: argparse.Namespace) -> None:
-    from .masking import format_masking, show_masking
+    from .views.masking import format_masking, show_masking
 
     shown = show_masking(args.vocab, args.text, args.pair, whole_word_masking=args.whole_word_masking, seed=args.seed,
                          epoch=args.epoch, index=args.index)

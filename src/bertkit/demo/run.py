@@ -23,7 +23,6 @@ from typing import Any
 import torch
 
 from .. import settings
-from ..attention import plot_attention
 from ..errors import BertkitError
 from ..fileio import atomic_write_text
 from ..fillmask import FillMask
@@ -37,6 +36,7 @@ from ..runlog import read_log
 from ..settings import one_of, option, positive
 from ..tasks import TASKS, get_task
 from ..tokenizer import Tokenizer
+from ..views.attention_maps import plot_attention
 from .plots import plot_run
 from .report import write_report
 from .stats import paired_bootstrap

@@ -99,7 +99,7 @@ def _whole_word_choice(h: np.ndarray, starts: np.ndarray, specials: list[int], k
 class DynamicMasking:
     """Google's masking rule, its random numbers from a hash: what training draws for an instance in an epoch.
 
-    `bertkit mask` shows one input through this same code (bertkit.masking).
+    `bertkit mask` shows one input through this same code (bertkit.views.masking).
     """
 
     masked_lm_prob: float

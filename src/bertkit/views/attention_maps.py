@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from .errors import BertkitError
-from .fileio import atomic_write
-from .model import BertModel
-from .text import has_cjk
-from .tokenizer import Tokenizer
+from ..errors import BertkitError
+from ..fileio import atomic_write
+from ..model import BertModel
+from ..text import has_cjk
+from ..tokenizer import Tokenizer
 
 log = logging.getLogger("bertkit")
 

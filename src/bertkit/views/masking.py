@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from .config import IGNORE
-from .corpus import split_sentences
-from .errors import BertkitError
-from .pretraining.dataset import DynamicMasking, instance_key
-from .pretraining.documents import tokenize_sentences
-from .pretraining.instances import Vocab, default_max_predictions, truncate_pair
-from .text import has_cjk
-from .tokenizer import Tokenizer
+from ..config import IGNORE
+from ..corpus import split_sentences
+from ..errors import BertkitError
+from ..pretraining.dataset import DynamicMasking, instance_key
+from ..pretraining.documents import tokenize_sentences
+from ..pretraining.instances import Vocab, default_max_predictions, truncate_pair
+from ..text import has_cjk
+from ..tokenizer import Tokenizer
 
 
 def show_masking(vocab_dir: str | Path, text: str, pair: str | None = None, *, whole_word_masking: bool = False,
