@@ -129,7 +129,7 @@ def cmd_distill(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from .finetune import FinetuneDataSettings
+    from .finetune_settings import FinetuneDataSettings
     from .predict import pipeline
 
     if args.data.is_dir():  # a retrieval set in BEIR's layout
@@ -328,7 +328,7 @@ def _distill(p: argparse.ArgumentParser) -> Command:
 
 
 def _evaluate(p: argparse.ArgumentParser) -> Command:
-    from .finetune import FinetuneDataSettings
+    from .finetune_settings import FinetuneDataSettings
 
     p.add_argument("--model", required=True, type=Path, help="a fine-tuned (or exported) model folder, or a Hugging Face name")
     p.add_argument("--data", required=True, type=Path,

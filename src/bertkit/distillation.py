@@ -36,15 +36,8 @@ from .config import IGNORE
 from .distributed import Context, barrier, setup, teardown
 from .errors import BertkitError
 from .fileio import atomic_write_text, staged_dir
-from .finetune import (
-    FinetuneDataSettings,
-    FinetuneTrainSettings,
-    TaskObjective,
-    check_class_weights,
-    check_metric,
-    class_weights,
-    fit,
-)
+from .finetune import TaskObjective, check_metric, class_weights, fit
+from .finetune_settings import FinetuneDataSettings, FinetuneTrainSettings, check_class_weights
 from .folders import TASK_FILE, read_task_file
 from .heads import load_model
 from .hub import resolve_model
