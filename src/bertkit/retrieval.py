@@ -155,7 +155,7 @@ def evaluate_retrieval(data: RetrievalSet, embed: Embed, top_k_docs: int = 100, 
 def cross_encoder(pipe: Any) -> Rerank:
     """Gives a fine-tuned pair model's pipeline (bertkit.predict.Pipeline) as a reranker: the relevance its task
     reads off each (query, passage) prediction."""
-    if pipe.task.relevance({"score": 0.0, "probabilities": dict.fromkeys(pipe.labels, 0.5)}) is None:
+    if not pipe.task.reranks(pipe.labels):
         raise BertkitError(f"a {pipe.task.name} model does not score (query, passage) pairs: rerank with a pair model")
 
     def rerank(pairs: list[tuple[str, str]]) -> np.ndarray:

@@ -37,14 +37,7 @@ class TaskModel:
                              max_tokens=max_batch_tokens)
         self.task: Task = self.pipe.task
         self.max_length = getattr(self.task, "max_seq_length", 512)
-        self.routes = ("/v1/predict", *(("/v1/rerank",) if self._reranks() else ()))
-
-    def _reranks(self) -> bool:
-        """Whether the task scores (query, text) pairs: a pair model, with a label that means relevant."""
-        try:
-            return self.task.relevance({"score": 0.0, "probabilities": dict.fromkeys(self.pipe.labels, 0.5)}) is not None
-        except BertkitError:
-            return False
+        self.routes = ("/v1/predict", *(("/v1/rerank",) if self.task.reranks(self.pipe.labels) else ()))
 
     def info(self) -> dict[str, Any]:
         return {"task": self.task.name, "labels": self.pipe.labels, "backend": self.pipe.backend.name,

@@ -90,9 +90,7 @@ def rerank_request(payload: Any, task: Task, max_inputs: int) -> dict[str, Any]:
 
 def rerank_answer(request: dict[str, Any], predictions: list[dict[str, Any]], task: Task) -> list[dict[str, Any]]:
     """[{"index": i, "score": s}, ...] best first (the top_n best); raw_scores: log-odds instead of probabilities."""
-    scores = [float(task.relevance(p)) for p in predictions]  # type: ignore[arg-type]
-    if request.get("raw_scores") and "score" not in predictions[0]:
-        scores = [float(np.log(max(s, 1e-12) / max(1 - s, 1e-12))) for s in scores]
+    scores = [float(task.relevance(p, raw=bool(request.get("raw_scores")))) for p in predictions]  # type: ignore[arg-type]
     order = sorted(range(len(scores)), key=lambda i: -scores[i])[: request.get("top_n") or len(scores)]
     return [{"index": i, "score": scores[i], **({"text": request["texts"][i]} if request.get("return_text") else {})}
             for i in order]

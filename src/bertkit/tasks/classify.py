@@ -238,13 +238,20 @@ class ClassifyTask:
             return obj({**echo_schema(self.name), "score": {"type": "number"}})
         return obj({**echo_schema(self.name), "label": {"type": "string"}, "probabilities": PROBABILITIES})
 
-    def relevance(self, prediction: dict[str, Any]) -> float | None:
-        """A pair model as a cross-encoder: its score, or the probability of its positive label (RELEVANT)."""
+    def relevance(self, prediction: dict[str, Any], raw: bool = False) -> float | None:
+        """A pair model as a cross-encoder: its score, or the probability of its positive label (RELEVANT); `raw`:
+        that probability's log-odds (a score stays as it is)."""
         if self.name != "pair":
             return None
         if self.regression:
             return float(prediction["score"])
-        return float(prediction["probabilities"][positive_label(list(prediction["probabilities"]))])
+        p = float(prediction["probabilities"][positive_label(list(prediction["probabilities"]))])
+        return float(np.log(max(p, 1e-12) / max(1 - p, 1e-12))) if raw else p
+
+    def reranks(self, labels: Sequence[str]) -> bool:
+        """A pair model reranks: by its score, or by a label that means relevant (a binary model's second)."""
+        return self.name == "pair" and (self.regression or len(labels) == 2
+                                        or any(label.lower() in RELEVANT for label in labels))
 
     def show_prediction(self, prediction: dict[str, Any]) -> str:
         """The label and its probability (the score for regression)."""

@@ -184,8 +184,11 @@ class MultiLabelTask:
         labels = {"type": "array", "items": {"type": "string"}}
         return obj({**echo_schema(self.name), "labels": labels, "probabilities": PROBABILITIES})
 
-    def relevance(self, prediction: dict[str, Any]) -> float | None:
+    def relevance(self, prediction: dict[str, Any], raw: bool = False) -> float | None:
         return None  # several labels at once: no one relevance
+
+    def reranks(self, labels: Sequence[str]) -> bool:
+        return False
 
 
 def tune_thresholds(gold: Sequence[frozenset[str]], probs: np.ndarray, labels: Sequence[str]) -> dict[str, float]:

@@ -346,8 +346,11 @@ class NERTask:
                                                     "word_start": {"type": "integer"}, "word_end": {"type": "integer"}})},
     })
 
-    def relevance(self, prediction: dict[str, Any]) -> float | None:
+    def relevance(self, prediction: dict[str, Any], raw: bool = False) -> float | None:
         return None
+
+    def reranks(self, labels: Sequence[str]) -> bool:
+        return False
 
 
 NER = Family("ner", NERTask, frozenset({"scheme", "crf", "constrained"}), "named entity recognition",

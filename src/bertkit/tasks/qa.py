@@ -352,8 +352,11 @@ class QATask:
          "nbest": {"type": "array", "items": obj({"text": {"type": "string"}, "probability": {"type": "number"}})}},
         {"null_score_diff": {"type": "number", "description": "SQuAD 2.0 models: the null score minus the best span's"}})
 
-    def relevance(self, prediction: dict[str, Any]) -> float | None:
+    def relevance(self, prediction: dict[str, Any], raw: bool = False) -> float | None:
         return None
+
+    def reranks(self, labels: Sequence[str]) -> bool:
+        return False
 
 
 QA = Family("qa", QATask, frozenset({"doc_stride", "null_threshold"}), "extractive question answering",
