@@ -87,6 +87,12 @@ def build_fixtures(root: Path) -> dict[str, Path]:
     main(["prepare", "--input", str(corpus), "--vocab", str(f["vocab"]), "--out", str(f["data"]), "--workers", "1"])
     f["empty-dir"] = root / "empty-dir"
     f["empty-dir"].mkdir(exist_ok=True)
+    beir = root / "beir"
+    (beir / "qrels").mkdir(parents=True, exist_ok=True)
+    (beir / "corpus.jsonl").write_text('{"_id": "d1", "title": "", "text": "Cats sleep."}\n')
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "Who sleeps?"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td7\t1\n")
+    f["beir"] = beir
     f["missing"] = root / "missing.tsv"
     return f
 
@@ -137,6 +143,8 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("serve", "an unknown pooling", ["serve", "--model", "{model}", "--pooling", "max"], "invalid choice: 'max'"),
     ("serve", "a batch size out of range", ["serve", "--model", "{exported}", "--max-batch-size", "0"], "must be positive"),
     ("evaluate", "a pre-trained (not fine-tuned) model", ["evaluate", "--model", "{model}", "--data", "{train.tsv}"], "was not fine-tuned"),
+    ("evaluate", "a BEIR qrels line naming an unknown document", ["evaluate", "--model", "{model}", "--data", "{beir}"],
+     "qrels/test.tsv line 3: field 'corpus-id': 'd7' is not in corpus.jsonl"),
     ("evaluate", "a model folder of the wrong kind", ["evaluate", "--model", "{wrong-kind}", "--data", "{train.tsv}"], "holds a BertForSequenceClassification"),
     ("predict", "missing model folder", ["predict", "--model", "{missing}", "hello"], "missing.tsv"),
     ("predict", "missing input file", ["predict", "--model", "{classifier}", "--file", "{missing}"], "missing.tsv"),
