@@ -129,6 +129,7 @@ def _inputs() -> list[torch.Tensor]:
     return [torch.randn(8, 6, generator=g, dtype=torch.float64) for _ in range(3)]
 
 
+@pytest.mark.slow  # two processes
 def test_two_processes_with_gathered_negatives_train_as_one_with_the_whole_batch(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
