@@ -65,6 +65,15 @@ def read_utf8(path: Path, what: str = "file", bom: bool = False) -> str:
         raise BertkitError(f"{path} line {line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
 
 
+def parse_json(path: Path, what: str) -> Any:
+    """Gives a JSON file's value (any kind), read as read_utf8(bom=True) reads it; BertkitError naming the file and
+    the line where it stops being JSON."""
+    try:
+        return json.loads(read_utf8(path, what, bom=True))
+    except json.JSONDecodeError as e:
+        raise BertkitError(f"{path} line {e.lineno}: invalid JSON ({e.msg})") from None
+
+
 def read_json(path: Path, what: str = "a JSON object") -> dict[str, Any]:
     """Gives a JSON file's object; BertkitError naming the file when it is missing, not JSON, or not an object."""
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BertkitError
-from .fileio import atomic_write_text, read_utf8
+from .fileio import atomic_write_text, parse_json
 
 MODULES = "modules.json"
 POOLING_DIR, NORMALIZE_DIR = "1_Pooling", "2_Normalize"
@@ -37,10 +37,7 @@ class SentenceConfig:
 
 
 def _json(path: Path) -> Any:
-    try:
-        return json.loads(read_utf8(path, path.name, bom=True))
-    except json.JSONDecodeError as e:
-        raise BertkitError(f"{path} line {e.lineno}: invalid JSON ({e.msg})") from None
+    return parse_json(path, path.name)
 
 
 def _pooling_mode(path: Path) -> str:

@@ -11,12 +11,11 @@ normalizer and pre-tokenizer), which bertkit runs with Google's exact rules; any
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import Any
 
 from .errors import BertkitError
-from .fileio import read_utf8
+from .fileio import parse_json, read_utf8
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -41,10 +40,7 @@ def read_vocab_txt(path: Path) -> dict[str, int]:
 
 
 def _json_object(path: Path, what: str) -> dict[str, Any]:
-    try:
-        found = json.loads(read_utf8(path, what, bom=True))
-    except json.JSONDecodeError as e:
-        raise BertkitError(f"{path} line {e.lineno}: invalid JSON ({e.msg})") from None
+    found = parse_json(path, what)
     if not isinstance(found, dict):
         raise BertkitError(f"{path}: expected a JSON object")
     return found
