@@ -93,6 +93,9 @@ def build_fixtures(root: Path) -> dict[str, Path]:
     (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "Who sleeps?"}\n')
     (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td7\t1\n")
     f["beir"] = beir
+    write("no-positive.tsv", "query\tnegative\nwho sleeps?\tcats sleep.\n")
+    write("score-not-number.tsv", "text\tpair\tscore\na cat\ta dog\t3.5\nthe sea\tthe car\tsimilar\n")
+    write("pairs.tsv", "anchor\tpositive\nwho sleeps?\tcats sleep.\nwho swims?\tfish swim.\n")
     f["missing"] = root / "missing.tsv"
     return f
 
@@ -122,6 +125,10 @@ CASES: list[tuple[str, str, list[str], str]] = [
     ("finetune", "a dev label never seen in training", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{train.tsv}", "--dev", "{unseen-label.tsv}", "--out", "{root}/f3"], "poetry"),
     ("finetune", "a row with the wrong number of columns", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{ragged.tsv}", "--dev", "{train.tsv}", "--out", "{root}/f4"], "ragged.tsv line 3"),
     ("finetune", "a CoNLL line with the wrong number of columns", ["finetune", "--task", "ner", "--model", "{model}", "--train", "{bad.conll}", "--dev", "{bad.conll}", "--out", "{root}/f5"], "bad.conll line 2"),
+    ("finetune", "a groups file without positives", ["finetune", "--task", "embed", "--model", "{model}", "--train", "{no-positive.tsv}", "--dev", "{no-positive.tsv}", "--out", "{root}/f7"], "no-positive.tsv: no positive column"),
+    ("finetune", "a score that is not a number", ["finetune", "--task", "embed", "--loss", "cosent", "--model", "{model}", "--train", "{score-not-number.tsv}", "--dev", "{score-not-number.tsv}", "--out", "{root}/f8"], "score-not-number.tsv line 3: field 'score': 'similar' is not a number"),
+    ("finetune", "--matryoshka larger than the model's vectors", ["finetune", "--task", "embed", "--matryoshka", "4096,64", "--model", "{model}", "--train", "{pairs.tsv}", "--dev", "{pairs.tsv}", "--out", "{root}/f9"], "4096 is larger than the model's vectors"),
+    ("finetune", "--gradient-cache with --loss cosent", ["finetune", "--task", "embed", "--loss", "cosent", "--gradient-cache", "8", "--model", "{model}", "--train", "{pairs.tsv}", "--dev", "{pairs.tsv}", "--out", "{root}/f10"], "--gradient-cache is for --loss mnrl"),
     ("finetune", "a JSON-lines line that is not JSON", ["finetune", "--task", "pair", "--model", "{model}", "--train", "{bad.jsonl}", "--dev", "{bad.jsonl}", "--out", "{root}/f6"], "bad.jsonl line 2"),
     ("finetune", "an empty file", ["finetune", "--task", "classify", "--model", "{model}", "--train", "{empty.txt}", "--dev", "{train.tsv}", "--out", "{root}/f7"], "empty.txt"),
     ("finetune", "SQuAD answers not in their context (all skipped)", ["finetune", "--task", "qa", "--model", "{model}", "--train", "{no-answer.json}", "--dev", "{no-answer.json}", "--out", "{root}/f8"], "no training examples"),

@@ -16,7 +16,7 @@ from bertkit.cli import build_parser, main
 
 COMMANDS = [
     "demo", "tokenize", "vocab", "prepare", "pretrain", "finetune", "evaluate", "predict", "plot", "info",
-    "export", "serve", "fill-mask", "embed", "attention", "mask", "distill",
+    "export", "serve", "fill-mask", "embed", "mine", "attention", "mask", "distill",
 ]
 
 
@@ -185,7 +185,7 @@ def test_each_declared_setting_is_a_documented_flag_that_sets_it(command: str) -
         sample = {"--columns": "text=0"}.get(flag, str(action.choices[-1] if action.choices else 3))
         argv = [flag] if action.nargs == 0 else [flag, sample]
         if action.nargs == "?":
-            argv, value = [flag], {}
+            argv, value = [flag], action.type("")  # the flag alone: --grid's whole grid, --normalize's vectors
         required = [a for a in sub._actions if a.required and a.option_strings and a.dest != key]
         extra = [x for a in required for x in (a.option_strings[0], "1")]
         args = parser.parse_args([command, *extra, *argv])

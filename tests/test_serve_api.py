@@ -331,7 +331,7 @@ def test_embeddings_are_bertkit_embed_in_openais_shape(task_models: dict[str, Pa
         info = srv.request("GET", "/v1/model")[1]
         assert info["task"] == "embed" and info["routes"][0] == "POST /v1/embeddings"
         for body, message in (({"input": [1, 2]}, "token ids are not taken"), ({"input": []}, '"input" is empty'),
-                              ({"input": "a", "dimensions": 3}, "gives vectors of 128"),
+                              ({"input": "a", "dimensions": 129}, "gives vectors of 128"),
                               ({"input": "a", "encoding_format": "int8"}, '"encoding_format" must be'),
                               ({"texts": ["a"]}, 'with "input"')):
             status, answer = srv.request("POST", "/v1/embeddings", json.dumps(body))
@@ -391,8 +391,9 @@ def test_a_bad_dimensions_never_reaches_the_model(task_models: dict[str, Path]) 
     model.run = lambda batch: (runs.append(len(batch)), run(batch))[1]  # type: ignore[method-assign]
     srv = Local(app=create_app(ServeSettings(model=task_models["encoder"]), model=model))
     try:
-        status, answer = srv.request("POST", "/v1/embeddings", json.dumps({"input": "a", "dimensions": 3}))
-        assert status == 422 and "gives vectors of 128" in answer["error"] and runs == []
+        for bad in (0, 129, "64", True):
+            status, answer = srv.request("POST", "/v1/embeddings", json.dumps({"input": "a", "dimensions": bad}))
+            assert status == 422 and "gives vectors of 128" in answer["error"] and runs == []
         status, answer = srv.request("POST", "/v1/embeddings", json.dumps({"input": "a", "dimensions": 128}))
         assert status == 200 and len(answer["data"][0]["embedding"]) == 128 and runs == [1]
     finally:

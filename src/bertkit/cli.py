@@ -381,6 +381,53 @@ def _embed(p: argparse.ArgumentParser) -> Command:
     return cmd_embed
 
 
+def _columns(spec: str) -> dict[str, str | int]:
+    from .finetune_settings import parse_columns
+
+    return parse_columns(spec)
+
+
+def _mine(p: argparse.ArgumentParser) -> Command:
+    p.add_argument("--model", required=True, type=Path, help="the embedder that ranks the passages")
+    p.add_argument("--data", required=True, type=Path, help="pairs (anchor, positive) in TSV/CSV/JSON lines; groups "
+                                                             "and scored pairs give their anchor and positive")
+    p.add_argument("--out", required=True, type=Path, help="the groups file to write (TSV, or .jsonl)")
+    p.add_argument("--negatives", type=int, default=3, help="hard negatives an anchor (default 3)")
+    p.add_argument("--range", default="10:50", metavar="START:END",
+                   help="where in each anchor's ranking (its positives left out) negatives are taken (default 10:50)")
+    p.add_argument("--reranker", type=Path, help="a cross-encoder that drops likely false negatives")
+    p.add_argument("--margin", type=float, default=0.1,
+                   help="with --reranker: drop a candidate scored above the positive's score minus this (default 0.1)")
+    p.add_argument("--corpus", type=Path, help="more passages to mine from, one per line")
+    p.add_argument("--columns", type=_columns, help="where fields are, e.g. anchor=0,positive=1")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    return cmd_mine
+
+
+def cmd_mine(args: argparse.Namespace) -> None:
+    from .embed import Embedder
+    from .mining import mine, write_groups
+    from .predict import pipeline
+    from .retrieval import cross_encoder
+    from .tasks import get_task
+
+    start, sep, end = args.range.partition(":")
+    if not sep or not start.isdigit() or not end.isdigit():
+        raise BertkitError(f"--range {args.range!r}: expected START:END, e.g. 10:50")
+    data = get_task("embed").read(args.data, **({"columns": args.columns} if args.columns else {}))
+    corpus = [line.strip() for line in args.corpus.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if args.corpus else []
+    rerank = cross_encoder(pipeline(args.reranker, device=args.device, batch_size=args.batch_size)) \
+        if args.reranker else None
+    found = mine(Embedder(args.model, batch_size=args.batch_size, device=args.device),
+                 [(e.anchor, e.positive) for e in data], args.negatives, (int(start), int(end)), rerank, args.margin,
+                 corpus)
+    write_groups(args.out, found.groups)
+    print(json.dumps({"out": str(args.out), "groups": len(found.groups), "dropped": found.dropped,
+                      "reranked_out": found.reranked_out}))
+
+
 def _attention(p: argparse.ArgumentParser) -> Command:
     p.add_argument("--model", required=True, type=Path, help="any model folder")
     p.add_argument("text", help="the text (segment A)")
@@ -443,7 +490,7 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], Command]
     "pretrain": ("pre-train BERT (MLM + NSP) on a prepared data folder",
                  "Pre-train BERT. Settings come from --config (TOML/JSON), the options below, then key=value "
                  "overrides such as optim.warmup=0.05 or train.accumulation=4.", _pretrain),
-    "finetune": ("fine-tune on a labelled task (classify, pair, qa, ner)",
+    "finetune": ("fine-tune on a labelled task (classify, pair, qa, ner; embed, rerank)",
                  "Fine-tune a pre-trained BERT the way the paper does; the best model goes to OUT/model. Settings come "
                  "from --config (TOML/JSON), the options below, then key=value overrides such as optim.weight_decay=0 "
                  "or train.eval_batch_size=128.", _finetune),
@@ -460,6 +507,10 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], Command]
                   "The most probable tokens at each [MASK] of each text: the task BERT is pre-trained on.", _fill_mask),
     "embed": ("sentence embeddings (JSON lines, or .npy)",
               "One vector per text from a model's encoder, in length-sorted batches.", _embed),
+    "mine": ("hard negatives for embedders and rerankers, into a groups file",
+             "For each anchor of a pairs file, passages its embedder ranks in --range but that are not its positive "
+             "(minus those a --reranker scores within --margin of the positive): a groups file that `finetune --task "
+             "embed` and `--task rerank` read.", _mine),
     "attention": ("draw a text's attention maps and input representation to a PNG",
                   "Every head's attention over one text (or one head, large), below the input representation drawn "
                   "as the paper's Figure 2.", _attention),

@@ -37,6 +37,7 @@ from .folders import ONNX_NAME, TASK_FILE, architecture_of
 from .heads import MODEL_CLASSES, TaskModel, to_tensors
 from .model import BertModel, BertOutput
 from .runtime import CRF_FILE, INPUTS, OnnxBackend
+from .sentence_files import copy_sentence_files
 from .tokenizer import Tokenizer
 
 QUANTIZE = ("int8",)
@@ -100,6 +101,7 @@ def _write(model: Any, kind: type, tokenizer: Tokenizer, model_dir: Path, tmp: P
     tokenizer.save_pretrained(tmp)
     if kind is not BertModel and (model_dir / TASK_FILE).is_file():
         shutil.copy(model_dir / TASK_FILE, tmp / TASK_FILE)
+    copy_sentence_files(model_dir, tmp)  # an embedder's pooling, read by `bertkit embed` and `serve`
     crf = getattr(model, "crf", None)
     if crf is not None:
         from safetensors.numpy import save_file

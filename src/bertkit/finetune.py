@@ -40,7 +40,7 @@ from .model import Pretrained
 from .modelcard import write_model_card
 from .optim import OptimSettings, build_optimizer, linear_schedule, warmup_steps_for
 from .predict import evaluate_task, infer
-from .tasks import Features, Task, get_task
+from .tasks import Features, Learner, Task, get_task
 from .tokenizer import Tokenizer
 from .train import LoopConfig, set_seed, train
 
@@ -113,6 +113,38 @@ class TaskObjective:
             task_model = getattr(model, "module", model)  # under torchrun, the model inside DistributedDataParallel
             return {"loss": task_model.loss_of(out, labels=batch["labels"], class_weights=self.class_weights, reduction="sum")}
         return {"loss": out.loss * self.counts(batch)["n"]}
+
+
+class OwnLoss:
+    """The Learner of a family trained by its task model's own loss (`TaskObjective`) on the feature rows as they
+    are: `MODEL_CLASSES[task.architecture]` with a new head for `labels`."""
+
+    def __init__(self, task: Task, weights: list[float] | None = None):
+        self.task, self.weights = task, weights
+
+    def check(self, base: Path, train: Features) -> None:
+        pass
+
+    def model(self, base: Path, labels: list[str]) -> nn.Module:
+        return MODEL_CLASSES[self.task.architecture].from_pretrained(base, id2label=dict(enumerate(labels)),
+                                                                     **self.task.model_options)
+
+    def load(self, folder: Path) -> nn.Module:
+        return MODEL_CLASSES[self.task.architecture].from_pretrained(folder)
+
+    def objective(self, device: torch.device) -> TaskObjective:
+        return TaskObjective(self.task.per_token_loss, None if self.weights is None else torch.tensor(self.weights, device=device))
+
+    def training_features(self, features: Features) -> Features:
+        return features
+
+    def save(self, model: Pretrained, folder: Path) -> None:
+        model.save_pretrained(folder)
+
+
+def learner_of(task: Task, weights: list[float] | None = None) -> Learner:
+    """How `task` trains: its family's own Learner, or its task model's own loss."""
+    return task.learner() or OwnLoss(task, weights)
 
 
 def class_weights(spec: str, features: Features) -> list[float]:
@@ -227,6 +259,7 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
     train_features = task.featurize(train_data, tok, label2id)
     dev_features = task.featurize(dev_data, tok, label2id)
     log.warning("featurized %d + %d rows in %.1f s", len(train_features), len(dev_features), time.perf_counter() - t0)
+    learner_of(task).check(base, train_features)
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
         settings.save(out, cfg)
@@ -265,9 +298,8 @@ def _finetune(cfg: FinetuneSettings, resume: bool, ctx: distributed.Context) -> 
         if cfg.data.test is not None:
             test_data = task.read(cfg.data.test, **read_options)
             log.warning("%s", test_data.report.summary())
-            model = MODEL_CLASSES[task.architecture].from_pretrained(final)
-            model.to(ctx.device)
             saved = get_task(task.name, **read_task_file(final)["task_options"])  # with what was tuned on dev
+            model = learner_of(saved).load(final).to(ctx.device)
             summary["test"], _ = evaluate_task(model, saved, saved.featurize(test_data, tok, label2id), cfg.train.eval_batch_size,
                                                cfg.train.precision)
         atomic_write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
@@ -291,11 +323,12 @@ def _one_run(cfg: FinetuneSettings, base: Path, task: Task, metric: str, labels:
         shutil.rmtree(run_dir)
     distributed.barrier()
     set_seed(t.seed)
-    model = MODEL_CLASSES[task.architecture].from_pretrained(base, id2label=dict(enumerate(labels)), **task.model_options)
+    learner = learner_of(task, weights)
+    model = learner.model(base, labels)
     tok = Tokenizer.from_pretrained(base)
-    objective = TaskObjective(task.per_token_loss, None if weights is None else torch.tensor(weights, device=ctx.device))
-    state, seconds = fit(model, objective, train_features, dev_features, task, metric, t, o, run_dir, ctx, resume,
-                         lambda m, tmp, scores, chosen: save_finetuned(m, tok, tmp, task, labels, cfg, scores, chosen))
+    state, seconds = fit(model, learner.objective(ctx.device), learner.training_features(train_features), dev_features,
+                         task, metric, t, o, run_dir, ctx, resume,
+                         lambda m, tmp, scores, chosen: save_finetuned(m, tok, tmp, task, labels, cfg, scores, chosen, learner))
     meta = read_task_file(run_dir / "model")
     dev, chosen = meta["dev"], meta["selected"]
     if ctx.is_main:
@@ -317,7 +350,7 @@ def fit(model: nn.Module, objective: Any, train_features: Features, dev_features
     if t.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.to(ctx.device)
-    batches = EpochBatches(train_features, lambda rows: to_tensors(task.collate(rows, train_features.pad_token_id)),
+    batches = EpochBatches(train_features, lambda rows: to_tensors(train_features.collate(rows)),
                            t.batch_size, t.seed, accumulation=t.accumulation, rank=ctx.rank, world_size=ctx.world_size)
     steps = batches.per_epoch * t.epochs
     optimizer = build_optimizer(model, o.name, o.lr, tuple(o.betas), o.eps, o.weight_decay)
@@ -356,7 +389,7 @@ def _tune_on_dev(model_dir: Path, task: Task, dev: Features, cfg: FinetuneSettin
     threshold), written into its task options; gives them and the dev scores with them (optimistic: tuned on dev)."""
     @functools.cache
     def outputs() -> Any:  # the kept model's dev logits, computed only when the task tunes something, and once
-        model = MODEL_CLASSES[task.architecture].from_pretrained(model_dir).to(ctx.device)
+        model = learner_of(task).load(model_dir).to(ctx.device)
         return infer(model, task, dev, cfg.train.eval_batch_size, cfg.train.precision)
 
     found = task.tuned_options(dev, outputs)
@@ -373,9 +406,11 @@ def _tune_on_dev(model_dir: Path, task: Task, dev: Features, cfg: FinetuneSettin
 
 
 def save_finetuned(model: Pretrained, tok: Tokenizer, directory: Path, task: Task, labels: list[str],
-                   cfg: FinetuneSettings, dev: dict[str, float], selected: dict[str, Any] | None = None) -> None:
-    """Writes model + tokenizer in Hugging Face's layout and TASK_FILE with what `predict` needs."""
-    model.save_pretrained(directory)
+                   cfg: FinetuneSettings, dev: dict[str, float], selected: dict[str, Any] | None = None,
+                   learner: Learner | None = None) -> None:
+    """Writes model + tokenizer in Hugging Face's layout (and the files its family adds, `Learner.save`) and TASK_FILE
+    with what `predict` needs."""
+    (learner or learner_of(task)).save(model, directory)
     tok.save_pretrained(directory)
     meta = {
         "task": task.name,

@@ -42,6 +42,21 @@ class TaskSettings(Settings):
     null_threshold: float | None = option(None, "qa with unanswerable questions (SQuAD 2.0): answer nothing when the "
                                                 "null score beats the best span by more than this",
                                           shows="the threshold with the best dev F1, searched after training")
+    loss: str | None = option(None, "embed: mnrl (in-batch negatives, and the file's) or cosent (scored pairs); rerank: "
+                                    "bce (a pair at a time) or listwise (a softmax over each query's group)",
+                              check=one_of("mnrl", "cosent", "bce", "listwise"), shows="mnrl; bce")
+    symmetric: bool = option(False, "embed --loss mnrl: also each positive against every anchor")
+    scale: float | None = option(None, "embed: the cosines' scale in the loss (a softmax temperature of 1/SCALE)",
+                                 shows="20")
+    pooling: str | None = option(None, "embed: a text's vector from the last layer: the mean of its tokens, [CLS], or "
+                                       "the pooler's output", check=one_of("mean", "cls", "pooler"), shows="mean")
+    normalize_vectors: bool = False  # embed: `--normalize` alone (bertkit.finetune_settings.FinetuneSettings)
+    gradient_cache: int | None = option(None, "embed --loss mnrl: encode a batch N texts at a time (GradCache): the "
+                                              "loss and gradients of the whole batch in the memory of N",
+                                        metavar="N", check=positive)
+    matryoshka: tuple[int, ...] | None = option(None, "embed: also train each leading slice of the vectors, e.g. "
+                                                      "384,256,128,64, so that a truncated vector keeps its quality",
+                                                metavar="DIMS", parse=lambda s: tuple(int(d) for d in s.split(",")))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -77,8 +92,10 @@ class FinetuneDataSettings(Settings):
     columns: dict[str, str | int] | None = option(None, "classify/pair: where fields are, e.g. text=0,pair=1,label=2 "
                                                         "or text=review,label=label", parse=parse_columns)
     header: bool | None = option(None, "classify/pair: the table has no header row", flag="--no-header", const=False)
-    normalize: str | None = option(None, "ner: normalize words (e.g. full-width digits), also at predict",
-                                   check=one_of("NFKC"))
+    normalize: str | None = option(None, "ner: normalize words (NFKC: e.g. full-width digits), also at predict; embed, "
+                                         "without a value: the saved model's vectors have length 1",
+                                   check=one_of("NFKC", "vectors"), nargs="?", parse=lambda s: s or "vectors",
+                                   metavar="NFKC")
     skip_bad_rows: bool = option(False, "skip and count malformed rows instead of stopping")
     label_sep: str | None = option(None, "multi-label TSV/CSV: what joins the labels in a cell", shows="','")
 
@@ -164,6 +181,9 @@ class FinetuneSettings(Settings):
                                        parse=parse_grid)
 
     def __post_init__(self) -> None:
+        if self.data.normalize == "vectors":  # --normalize alone: the vectors' length (embed), not the words' text (ner)
+            object.__setattr__(self, "data", replace(self.data, normalize=None))
+            object.__setattr__(self, "task", replace(self.task, normalize_vectors=True))
         super().__post_init__()
         for value, what, flag, key in ((self.model, "model", "--model DIR", "model"), (self.out, "output folder", "--out DIR", "out"),
                                        (self.data.train, "training file", "--train FILE", "data.train"),

@@ -80,6 +80,20 @@ def read_sentence_config(folder: Path) -> SentenceConfig | None:
     return SentenceConfig(mode, normalize=len(kinds) == 3, max_seq_length=length)
 
 
+def copy_sentence_files(source: Path, folder: Path) -> None:
+    """Copies a folder's sentence-transformers files (if it has them) into `folder` (an exported copy of its model)."""
+    import shutil
+
+    if not (source / MODULES).is_file():
+        return
+    for name in ("sentence_bert_config.json", "config_sentence_transformers.json", POOLING_DIR, NORMALIZE_DIR, MODULES):
+        path = source / name
+        if path.is_dir():
+            shutil.copytree(path, folder / name, dirs_exist_ok=True)
+        elif path.is_file():
+            shutil.copy(path, folder / name)
+
+
 def write_sentence_config(folder: Path, config: SentenceConfig, hidden_size: int, version: str) -> None:
     """Writes the files that make `folder` (a saved BERT) load in sentence_transformers.SentenceTransformer with
     `config`'s pooling and normalization."""

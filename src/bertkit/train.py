@@ -42,7 +42,9 @@ class Objective(Protocol):
     """What a step optimizes: sums over the batch, and the counts they are averaged over.
 
     `loss_terms` name the sums whose averages add up to the loss; `per` gives, for every sum, the
-    name of the count it is averaged over (e.g. {"mlm_loss": "mlm", "mlm_correct": "mlm"}).
+    name of the count it is averaged over (e.g. {"mlm_loss": "mlm", "mlm_correct": "mlm"}). An objective may also
+    have `backward(model, batch, to_loss)`, not None, when it runs the batch's backward passes itself (GradCache):
+    it backpropagates `to_loss(sums)`, the loss as the step scales it, and gives the sums.
     """
 
     loss_terms: tuple[str, ...]
@@ -218,11 +220,18 @@ class _Loop:
         for i, batch in enumerate(micro_batches):
             last = i == len(micro_batches) - 1
             sync = contextlib.nullcontext() if last or ctx.world_size == 1 else self.wrapped.no_sync()  # type: ignore[operator]
+            # DDP averages gradients over processes: multiply back so the result is the global mean.
+            def to_loss(sums: dict[str, torch.Tensor]) -> torch.Tensor:
+                return sum(sums[t] / counts[objective.per[t]] for t in objective.loss_terms) * ctx.world_size
+
+            own_backward = getattr(objective, "backward", None)
             with sync, self.autocast():
-                sums = objective(self.wrapped, batch)
-                # DDP averages gradients over processes: multiply back so the result is the global mean.
-                loss = sum(sums[t] / counts[objective.per[t]] for t in objective.loss_terms) * ctx.world_size
-            self.scaler.scale(loss).backward()
+                if own_backward is not None:  # it runs its backward passes itself, the loss scaled as here
+                    sums = own_backward(self.wrapped, batch, lambda s: self.scaler.scale(to_loss(s)))
+                else:
+                    sums = objective(self.wrapped, batch)
+            if own_backward is None:
+                self.scaler.scale(to_loss(sums)).backward()
             interval.add(sums, objective.counts(batch))
         self.scaler.unscale_(optimizer)
         max_norm = self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else float("inf")

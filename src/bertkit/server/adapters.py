@@ -15,6 +15,7 @@ import numpy as np
 from ..config import BertConfig
 from ..errors import BertkitError
 from ..folders import TASK_FILE
+from ..sentence_files import MODULES
 from ..tasks import Features, Task
 
 
@@ -118,9 +119,10 @@ class EncoderModel:
 
 def load(model_dir: Path, pooling: str | None, normalize: bool, device: str, precision: str, max_batch_size: int,
          max_batch_tokens: int) -> TaskModel | EncoderModel:
-    """The served model: a fine-tuned folder serves its task; any folder with --pooling (and a pre-trained one,
-    which has no task) serves as an embedder, pooled as its sentence-transformers files say (else mean)."""
-    if pooling is None and (model_dir / TASK_FILE).is_file():
+    """The served model: a fine-tuned folder serves its task; any folder with --pooling, a folder that says its
+    pooling (sentence-transformers' files: a trained embedder) and a pre-trained one (which has no task) serve as an
+    embedder, pooled as its sentence-transformers files say (else mean)."""
+    if pooling is None and (model_dir / TASK_FILE).is_file() and not (model_dir / MODULES).is_file():
         return TaskModel(model_dir, device, precision, max_batch_size, max_batch_tokens)
     if precision != "fp32":
         raise BertkitError("an embedder serves in fp32 (--precision is for task models)")

@@ -99,7 +99,8 @@ def rerank_answer(request: dict[str, Any], predictions: list[dict[str, Any]], ta
 def embeddings_request(payload: Any, max_inputs: int, dimensions: int) -> dict[str, Any]:
     """/v1/embeddings, in OpenAI's shape: {"input": str | [str], "model"?: ..., "encoding_format"?: "float" |
     "base64", "dimensions"?: n, "user"?: ...}; gives it with its texts. `dimensions` is the model's vector size:
-    the only one asked for may be that one (checked here, before the request runs)."""
+    one asked for may be that or fewer, 1 at least (checked here, before the request runs): the vectors' leading
+    dimensions, scaled back to length 1 (a Matryoshka-trained embedder keeps most of its quality so)."""
     body = fields(payload, {"input"}, {"model", "encoding_format", "dimensions", "user"})
     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
     texts = items(texts, "input", max_inputs)
@@ -110,8 +111,10 @@ def embeddings_request(payload: Any, max_inputs: int, dimensions: int) -> dict[s
             raise BadRequest(422, f"input[{i}]: the text is empty")
     if body.get("encoding_format", "float") not in ("float", "base64"):
         raise BadRequest(422, f'"encoding_format" must be "float" or "base64", got {body["encoding_format"]!r}')
-    if body.get("dimensions") is not None and body["dimensions"] != dimensions:
-        raise BadRequest(422, f'"dimensions" {body["dimensions"]}: this model gives vectors of {dimensions}')
+    asked = body.get("dimensions")
+    if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or not 1 <= asked <= dimensions):
+        raise BadRequest(422, f'"dimensions" {json.dumps(asked)}: this model gives vectors of {dimensions}; ask for 1 '
+                              f'to {dimensions}')
     return {**body, "texts": texts}
 
 
@@ -119,6 +122,9 @@ def embeddings_answer(request: dict[str, Any], result: tuple[np.ndarray, list[in
     """OpenAI's embeddings response: the vectors (float32 arrays, for orjson to write without Python floats; or
     base64 of little-endian float32), their tokens."""
     vectors, counts = result
+    if request.get("dimensions") is not None and request["dimensions"] < vectors.shape[1]:
+        vectors = vectors[:, : request["dimensions"]]
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     base64_ = request.get("encoding_format") == "base64"
     data = [{"object": "embedding", "index": i,
              "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode() if base64_ else v}

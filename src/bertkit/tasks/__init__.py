@@ -22,17 +22,19 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import BertkitError
-from .base import Dataset, Family, Features, InputError, ReadReport, Task, pad_rows
+from .base import Dataset, Family, Features, InputError, Learner, ReadReport, Task, pad_rows
 from .classification import CLASSIFY, PAIR
 from .classify import ClassifyTask, ClassPrediction
+from .embed import EMBED
 from .multilabel import LabelSetPrediction, MultiLabelTask, tune_thresholds
 from .ner import NER, NERTask, TagExample, TagPrediction, read_conll, with_scheme, words_of
 from .qa import QA, Answer, QAExample, QAPrediction, QATask, read_squad
 from .readers import split
+from .rerank import RERANK
 from .tables import TextExample, read_jsonl, read_table, read_texts
 
 # The task families, by name: a new family is a module here and one entry in this line.
-FAMILIES: dict[str, Family] = {family.name: family for family in (CLASSIFY, PAIR, QA, NER)}
+FAMILIES: dict[str, Family] = {family.name: family for family in (CLASSIFY, PAIR, QA, NER, EMBED, RERANK)}
 TASKS = tuple(FAMILIES)
 
 
@@ -69,6 +71,7 @@ __all__ = [
     "Features",
     "InputError",
     "LabelSetPrediction",
+    "Learner",
     "MultiLabelTask",
     "NERTask",
     "QAExample",

@@ -137,6 +137,23 @@ class Task(Protocol):
     def relevance(self, prediction: dict[str, Any], raw: bool = False) -> float | None: ...
     # whether a model of this task with these labels scores (query, text) pairs as a cross-encoder (`relevance`)
     def reranks(self, labels: Sequence[str]) -> bool: ...
+    # how fine-tuning trains it: None, the task model (`architecture`) by its own loss on the feature rows; else
+    # the family's own model, loss and saved files (see `Learner`)
+    def learner(self) -> Learner | None: ...
+
+
+class Learner(Protocol):
+    """How `bertkit finetune` trains a family that brings its own model, loss or files (an embedder: an encoder that
+    pools, a loss over the vectors of a batch's groups of texts, sentence-transformers' files beside the weights).
+    Dev evaluation stays the task's: `infer` with the model, then `decode` and `score`."""
+
+    # a BertkitError if it cannot train on `train` from the model in `base` (before anything is written)
+    def check(self, base: Path, train: Features) -> None: ...
+    def model(self, base: Path, labels: list[str]) -> Any: ...  # the module to train, from a pre-trained folder
+    def load(self, folder: Path) -> Any: ...  # the trained module, back from a folder `save` wrote
+    def objective(self, device: Any) -> Any: ...  # what a step optimizes (bertkit.train.Objective)
+    def training_features(self, features: Features) -> Features: ...  # the rows training batches are made of
+    def save(self, model: Any, folder: Path) -> None: ...  # the weights and config, and the family's other files
 
 
 @dataclass(frozen=True)

@@ -253,6 +253,10 @@ class ClassifyTask:
         return self.name == "pair" and (self.regression or len(labels) == 2
                                         or any(label.lower() in RELEVANT for label in labels))
 
+    def learner(self) -> None:
+        """Trained by the task model's own loss."""
+        return None
+
     def show_prediction(self, prediction: dict[str, Any]) -> str:
         """The label and its probability (the score for regression)."""
         if "score" in prediction:

@@ -190,6 +190,10 @@ class MultiLabelTask:
     def reranks(self, labels: Sequence[str]) -> bool:
         return False
 
+    def learner(self) -> None:
+        """Trained by the task model's own loss."""
+        return None
+
 
 def tune_thresholds(gold: Sequence[frozenset[str]], probs: np.ndarray, labels: Sequence[str]) -> dict[str, float]:
     """Each label's threshold that gives it the best F1 on these examples (dev): the candidates are 0.05, 0.10,

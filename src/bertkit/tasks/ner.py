@@ -352,6 +352,10 @@ class NERTask:
     def reranks(self, labels: Sequence[str]) -> bool:
         return False
 
+    def learner(self) -> None:
+        """Trained by the task model's own loss."""
+        return None
+
 
 NER = Family("ner", NERTask, frozenset({"scheme", "crf", "constrained"}), "named entity recognition",
              "token-classification")

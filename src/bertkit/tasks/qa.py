@@ -358,6 +358,10 @@ class QATask:
     def reranks(self, labels: Sequence[str]) -> bool:
         return False
 
+    def learner(self) -> None:
+        """Trained by the task model's own loss."""
+        return None
+
 
 QA = Family("qa", QATask, frozenset({"doc_stride", "null_threshold"}), "extractive question answering",
             "question-answering")
