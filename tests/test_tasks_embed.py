@@ -263,3 +263,39 @@ def test_mine_writes_the_closest_passage_that_is_not_the_positive(tmp_path: Path
     assert kind_of(groups) == "groups"
     assert [g.negatives[0] for g in groups] == ["Jane Austen also wrote Pride and Prejudice.", "Shrimp live in the sea.",
                                                "Buses leave the station every hour."]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["embed", "rerank"])
+def test_a_distilled_student_is_a_folder_of_its_family(tmp_path: Path, tiny_model: Path, builtin_data: Path,
+                                                       task: str) -> None:
+    """The student learns the teacher's vectors (embed) or logits and labels (rerank), and is saved as its family
+    saves: an embedder's folder loads in SentenceTransformer with bertkit's vectors."""
+    pairs = _pairs(builtin_data)
+    groups = [(a, p, pairs[(i + 7) % len(pairs)][1]) for i, (a, p) in enumerate(pairs)]
+    write(tmp_path / "groups.tsv", "query\tpositive\tnegative\n" + "".join("\t".join(g) + "\n" for g in groups))
+    common = ["--model", str(tiny_model), "--train", str(tmp_path / "groups.tsv"), "--dev", str(tmp_path / "groups.tsv"),
+              "--epochs", "1", "--batch-size", "16", "--lr", "1e-3"]
+    assert main(["finetune", "--task", task, *common, "--out", str(tmp_path / "teacher")]) == 0
+    assert main(["distill", "--teacher", str(tmp_path / "teacher" / "model"), "--student", "layers:0",
+                 *common[2:], "--out", str(tmp_path / "student"), "--compare-alone"]) == 0
+    results = json.loads((tmp_path / "student" / "results.json").read_text())
+    assert {"student", "teacher_scores", "alone"} <= set(results) and "ndcg@10" in results["student"]["dev"]
+    folder = tmp_path / "student" / "model"
+    assert json.loads((folder / "config.json").read_text())["num_hidden_layers"] == 1
+    if task == "embed":
+        from sentence_transformers import SentenceTransformer
+
+        from bertkit.embed import Embedder
+
+        texts = [p for _, p in pairs[:4]]
+        theirs = SentenceTransformer(str(folder), device="cpu").encode(texts)
+        assert np.abs(Embedder(folder)(texts) - theirs).max() < 1e-5
+
+
+def test_an_embedders_student_keeps_the_teachers_width() -> None:
+    from bertkit.students import soft_loss
+
+    with pytest.raises(BertkitError, match="keeps its width"):
+        soft_loss(torch.zeros(2, 16), torch.zeros(2, 32), 1.0, "vectors")
+    assert float(soft_loss(torch.ones(2, 4), torch.zeros(2, 4), 1.0, "vectors")) == 1.0

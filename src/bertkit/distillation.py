@@ -9,6 +9,8 @@ files are read as `bertkit finetune` reads them. The student (bertkit.students) 
 - the labels, as fine-tuning does (a CRF's transitions learn from them), weight `--hard-weight`;
 - hidden states through a layer map, and attention scores as TinyBERT's (`--hidden-weight`,
   `--attention-weight`), when asked.
+An embedder's student learns the teacher's vectors (mean squared error; its pairs' own loss takes whole groups,
+so `--hard-weight` does not apply), a reranker's the teacher's logits and its pairs' labels (binary cross-entropy).
 `--unlabeled FILE ...` adds in-domain text the teacher labels: soft targets only. When only the outputs are
 distilled, the teacher runs once over the training rows and its outputs are kept memory-mapped in
 OUT/run/teacher (an epoch then costs the student's forward and backward alone); with hidden or attention
@@ -36,10 +38,9 @@ from .config import IGNORE
 from .distributed import Context, barrier, setup, teardown
 from .errors import BertkitError
 from .fileio import atomic_write_text, staged_dir
-from .finetune import TaskObjective, check_metric, class_weights, fit
+from .finetune import check_metric, class_weights, fit, learner_of
 from .finetune_settings import FinetuneDataSettings, FinetuneTrainSettings, check_class_weights
 from .folders import TASK_FILE, read_task_file
-from .heads import load_model
 from .hub import resolve_model
 from .modelcard import write_model_card
 from .optim import OptimSettings
@@ -47,7 +48,7 @@ from .predict import evaluate_task, infer
 from .settings import Settings, check, non_negative, option, positive
 from .settings import save as save_settings
 from .students import Probe, attention_mse, build_student, hidden_mse, layer_map, projections, soft_loss
-from .tasks import Features, Task, get_task
+from .tasks import Features, Learner, Task, get_task
 from .tokenizer import Tokenizer
 from .train import set_seed
 
@@ -144,8 +145,9 @@ class DistillObjective:
     per = {"loss": "n", "soft": "n", "hard": "n", "hidden": "n", "attention": "n"}
 
     def __init__(self, student: nn.Module, teacher: nn.Module, cache: TeacherOutputs | None, task: Task,
-                 losses: LossSettings, weights: torch.Tensor | None):
+                 losses: LossSettings, weights: torch.Tensor | None, learner: Learner | None = None):
         self.student, self.teacher, self.cache, self.losses = student, teacher, cache, losses
+        self.learner = learner  # a family's own labels' loss (`Learner.hard_loss`); None: the task model's
         self.outputs, self.kind, self.per_token = task.outputs, task.soft_targets, task.per_token
         self.weights = weights
         self.map = layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers, losses.layer_map)
@@ -169,7 +171,8 @@ class DistillObjective:
             theirs = {name: getattr(out, name) for name in self.outputs}
         mask = inputs["attention_mask"].bool()
         terms = {"soft": torch.stack([self._soft(getattr(ours, n), theirs[n], mask) for n in self.outputs]).mean()}
-        terms["hard"] = self._hard(ours, batch, labeled) if labeled.any() else terms["soft"] * 0.0
+        hard = self._hard(ours, batch, labeled) if labeled.any() else None
+        terms["hard"] = terms["soft"] * 0.0 if hard is None else hard
         if self.probes is not None:
             s, t = self.probes
             proj = getattr(self.student, "distill_projections", None)
@@ -187,11 +190,14 @@ class DistillObjective:
     def _soft(self, student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return soft_loss(student, teacher, self.losses.temperature, self.kind, mask if self.per_token else None)
 
-    def _hard(self, ours: Any, labels: dict[str, torch.Tensor], labeled: torch.Tensor) -> torch.Tensor:
-        """The labels' loss on the labelled rows, as the task model computes it (class weights as fine-tuning's)."""
+    def _hard(self, ours: Any, labels: dict[str, torch.Tensor], labeled: torch.Tensor) -> torch.Tensor | None:
+        """The labels' loss on the labelled rows, as the task model computes it (class weights as fine-tuning's), or
+        as the family's Learner does; None where the family's loss takes whole groups, not rows."""
         sub = dataclasses.replace(ours, **{f.name: getattr(ours, f.name)[labeled] for f in dataclasses.fields(ours)
                                            if isinstance(getattr(ours, f.name), torch.Tensor)})
         targets = {k: v[labeled] for k, v in labels.items()}
+        if self.learner is not None:
+            return self.learner.hard_loss(sub, targets)
         weighted = {} if self.weights is None else {"class_weights": self.weights}
         return self.student.loss_of(sub, **targets, **weighted)
 
@@ -268,11 +274,12 @@ def _distill(cfg: DistillSettings, resume: bool, ctx: Context) -> dict[str, Any]
     labels = list(meta["labels"])
     label2id = {label: i for i, label in enumerate(labels)}
     tok = Tokenizer.from_pretrained(teacher_dir)
-    teacher = load_model(teacher_dir).to(ctx.device).eval()
+    learner = learner_of(task)
+    teacher = learner.load(teacher_dir).to(ctx.device).eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
     set_seed(cfg.train.seed)
-    student = build_student(teacher, cfg.student, cfg.student_init)
+    student = learner.student(teacher, lambda model: build_student(model, cfg.student, cfg.student_init))
     metric = cfg.train.metric or task.main_metric
     check_metric(task, metric)
     read_options = {**meta.get("input_options", {}), **cfg.data.read_options()}
@@ -297,13 +304,13 @@ def _distill(cfg: DistillSettings, resume: bool, ctx: Context) -> dict[str, Any]
         proj = projections(student, teacher, lmap)
         if proj is not None:
             student.distill_projections = proj  # trained and checkpointed with the student; not saved in OUT/model
-    objective = DistillObjective(student, teacher, cache, task, cfg.loss, weight_tensor)
+    objective = DistillObjective(student, teacher, cache, task, cfg.loss, weight_tensor, task.learner())
     recipe = {"teacher": str(cfg.teacher), "student": cfg.student, "student_init": cfg.student_init and str(cfg.student_init),
               "losses": dataclasses.asdict(cfg.loss), "unlabeled": [str(p) for p in cfg.unlabeled],
               "unlabeled_rows": len(rows) - len(train_features)}
 
     def save(model: nn.Module, folder: Path, scores: dict[str, float], chosen: dict[str, Any]) -> None:
-        save_student(model, tok, folder, meta, cfg, scores, chosen, recipe)
+        save_student(model, tok, folder, meta, cfg, scores, chosen, recipe, learner)
 
     state, seconds = fit(student, objective, rows, dev_features, task, metric, cfg.train, cfg.optim, out / "run", ctx,
                          resume, save)
@@ -315,7 +322,7 @@ def _distill(cfg: DistillSettings, resume: bool, ctx: Context) -> dict[str, Any]
         shutil.rmtree(out / "run" / "checkpoints", ignore_errors=True)
         test = task.read(cfg.data.test, **read_options) if cfg.data.test else None
         test_features = task.featurize(test, tok, label2id) if test is not None else None
-        kept, distilled = read_task_file(final), load_model(final).to(ctx.device)
+        kept, distilled = read_task_file(final), learner.load(final).to(ctx.device)
         summary["student"] = _scores(distilled, task, dev_features, test_features, cfg)
         summary["student"] |= {"step": kept["selected"]["step"], "seconds": round(seconds, 1),
                                "parameters": sum(p.numel() for p in distilled.parameters())}
@@ -361,23 +368,28 @@ def _alone(cfg: DistillSettings, teacher: nn.Module, task: Task, metric: str, tr
     """The same student, from the same start, fine-tuned on the labels alone with the same settings."""
     assert cfg.out is not None and cfg.student is not None
     set_seed(cfg.train.seed)
-    student = build_student(teacher, cfg.student, cfg.student_init)
     weights = class_weights(cfg.train.class_weights, train) if cfg.train.class_weights else None
-    objective = TaskObjective(task.per_token_loss, None if weights is None else torch.tensor(weights, device=ctx.device))
+    learner = learner_of(task, weights)
+    student = learner.student(teacher, lambda model: build_student(model, cfg.student, cfg.student_init))
     run = Path(cfg.out) / "alone"
-    fit(student, objective, train, dev, task, metric, cfg.train, cfg.optim, run, ctx, resume,
-        lambda m, folder, scores, chosen: save_student(m, tok, folder, meta, cfg, scores, chosen, {"alone": True}))
+    fit(student, learner.objective(ctx.device), learner.training_features(train), dev, task, metric, cfg.train,
+        cfg.optim, run, ctx, resume,
+        lambda m, folder, scores, chosen: save_student(m, tok, folder, meta, cfg, scores, chosen, {"alone": True}, learner))
     shutil.rmtree(run / "checkpoints", ignore_errors=True)
-    return _scores(load_model(run / "model").to(ctx.device), task, dev, test, cfg)
+    return _scores(learner.load(run / "model").to(ctx.device), task, dev, test, cfg)
 
 
 def save_student(model: nn.Module, tok: Tokenizer, folder: Path, teacher_meta: dict[str, Any], cfg: DistillSettings,
-                 dev: dict[str, float], selected: dict[str, Any], recipe: dict[str, Any]) -> None:
+                 dev: dict[str, float], selected: dict[str, Any], recipe: dict[str, Any],
+                 learner: Learner | None = None) -> None:
     """Writes the student as a fine-tuned model folder: the teacher's task, labels and options, and how it was made;
     the projections the hidden-state loss trained are left out."""
     projections_ = model._modules.pop("distill_projections", None)
     try:
-        model.save_pretrained(folder)
+        if learner is not None:
+            learner.save(model, folder)  # with the family's files (an embedder's pooling)
+        else:
+            model.save_pretrained(folder)
     finally:
         if projections_ is not None:
             model.distill_projections = projections_

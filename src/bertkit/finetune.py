@@ -141,6 +141,12 @@ class OwnLoss:
     def save(self, model: Pretrained, folder: Path) -> None:
         model.save_pretrained(folder)
 
+    def student(self, teacher: Pretrained, build: Callable[[Pretrained], Pretrained]) -> Pretrained:
+        return build(teacher)
+
+    def hard_loss(self, outputs: Any, batch: dict[str, torch.Tensor]) -> None:
+        return None  # distillation computes the task model's own loss itself (class weights included)
+
 
 def learner_of(task: Task, weights: list[float] | None = None) -> Learner:
     """How `task` trains: its family's own Learner, or its task model's own loss."""

@@ -162,7 +162,8 @@ def soft_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float, 
     """The soft-target loss of one output, averaged over rows (or over the real tokens of `mask`, (B, T)):
     "classes" KL at T; "labels" (multi-label) binary cross-entropy against sigmoid(teacher / T), times T^2;
     "score" (regression) squared error; "emissions" (a CRF's) squared error of the scores; "positions" (a span's start
-    or end) KL at T over each row's real tokens of `mask`, averaged over rows."""
+    or end) KL at T over each row's real tokens of `mask`, averaged over rows; "vectors" (an embedder's) the mean
+    squared error of each row's vector (sentence-transformers' MSELoss)."""
     if kind == "positions":
         low = torch.tensor(-1e4, dtype=torch.float32, device=student.device)
         real = mask if mask is not None else torch.ones_like(student, dtype=torch.bool)
@@ -173,6 +174,11 @@ def soft_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float, 
     elif kind == "labels":
         per = F.binary_cross_entropy_with_logits(student.float() / temperature, torch.sigmoid(teacher.float() / temperature),
                                                  reduction="none").mean(-1) * temperature**2
+    elif kind == "vectors":
+        if student.shape[-1] != teacher.shape[-1]:
+            raise BertkitError(f"the student's vectors ({student.shape[-1]}) are not the teacher's ({teacher.shape[-1]}) "
+                               "wide: an embedder's student keeps its width (--student layers:...)")
+        per = (student.float() - teacher.float()).pow(2).mean(-1)
     elif kind in ("score", "emissions"):
         per = (student.float() - teacher.float()).pow(2).reshape(*student.shape[: 2 if mask is not None else 1], -1).mean(-1)
     else:

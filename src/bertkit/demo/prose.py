@@ -10,6 +10,9 @@ from typing import Any
 
 from ..tasks import FAMILIES
 
+# The paper's four task families, which the demo fine-tunes (bertkit.tasks has more: embedders, rerankers)
+TASKS = ("classify", "pair", "qa", "ner")
+
 WORDS: dict[str, dict[str, Any]] = {
     "en": {
         "title": "bertkit demo (English)",

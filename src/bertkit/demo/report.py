@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import atomic_write_text
-from ..tasks import FAMILIES, get_task
+from ..tasks import get_task
 from .plots import plot_finetuning
-from .prose import WORDS, claims, reference_note, stage_name, task_title
+from .prose import TASKS, WORDS, claims, reference_note, stage_name, task_title
 
 
 def results_rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per main task: its main metric from scratch, pre-trained and (when run) from the reference model, and
     the pre-trained model's gain with its 95% interval."""
     rows = []
-    for task in FAMILIES:
+    for task in TASKS:
         pre, scratch = results.get(f"fine-tune {task} (pretrained)"), results.get(f"fine-tune {task} (scratch)")
         if not pre or not scratch:
             continue

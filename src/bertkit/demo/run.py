@@ -34,10 +34,11 @@ from ..pretrain import PretrainSettings, pretrain
 from ..pretraining import prepare
 from ..runlog import read_log
 from ..settings import one_of, option, positive
-from ..tasks import TASKS, get_task
+from ..tasks import get_task
 from ..tokenizer import Tokenizer
 from ..views.attention_maps import plot_attention
 from .plots import plot_run
+from .prose import TASKS
 from .report import write_report
 from .stats import paired_bootstrap
 

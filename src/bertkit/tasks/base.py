@@ -154,6 +154,10 @@ class Learner(Protocol):
     def objective(self, device: Any) -> Any: ...  # what a step optimizes (bertkit.train.Objective)
     def training_features(self, features: Features) -> Features: ...  # the rows training batches are made of
     def save(self, model: Any, folder: Path) -> None: ...  # the weights and config, and the family's other files
+    # distillation (bertkit.distillation): the student of a trained model, `build` (bertkit.students.build_student)
+    # making its encoder; and the labels' own loss on rows as `featurize` gives them, None when it needs whole groups
+    def student(self, teacher: Any, build: Callable[[Any], Any]) -> Any: ...
+    def hard_loss(self, outputs: Any, batch: dict[str, Any]) -> Any | None: ...
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,19 @@ class EmbedLearner:
         config = SentenceConfig(self.task.pooling, self.task.normalize_vectors, self.task.max_seq_length)
         write_sentence_config(folder, config, model.config.hidden_size, _version())
 
+    def student(self, teacher: SentenceEncoder, build: Callable[[BertModel], BertModel]) -> SentenceEncoder:
+        """The student encoder, pooled as the teacher; its vectors learn the teacher's, so it keeps their width."""
+        encoder = build(teacher.bert)
+        if encoder.config.hidden_size != teacher.config.hidden_size:
+            raise BertkitError(f"an embedder's student learns the teacher's vectors: it needs their width "
+                               f"({teacher.config.hidden_size}), not {encoder.config.hidden_size}; use --student layers:...")
+        if self.task.pooling != "pooler" and encoder.pooler is not None:
+            encoder.pooler.requires_grad_(False)
+        return SentenceEncoder(encoder, self.task.pooling)
+
+    def hard_loss(self, outputs: SentenceOutput, batch: Batch) -> None:
+        return None  # the pairs' own loss needs whole groups: distillation's rows are single texts
+
 
 def _version() -> str:
     try:
@@ -227,6 +240,13 @@ class RerankLearner:
 
     def save(self, model: nn.Module, folder: Path) -> None:
         model.save_pretrained(folder)  # type: ignore[operator]
+
+    def student(self, teacher: nn.Module, build: Callable[[nn.Module], nn.Module]) -> nn.Module:
+        return build(teacher)
+
+    def hard_loss(self, outputs: Any, batch: Batch) -> torch.Tensor:
+        """Binary cross-entropy of each pair's logit against its relevance, averaged over the pairs."""
+        return F.binary_cross_entropy_with_logits(outputs.logits[:, 0].float(), batch["relevance"].float())
 
 
 class RerankObjective:
