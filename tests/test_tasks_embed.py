@@ -299,3 +299,51 @@ def test_an_embedders_student_keeps_the_teachers_width() -> None:
     with pytest.raises(BertkitError, match="keeps its width"):
         soft_loss(torch.zeros(2, 16), torch.zeros(2, 32), 1.0, "vectors")
     assert float(soft_loss(torch.ones(2, 4), torch.zeros(2, 4), 1.0, "vectors")) == 1.0
+
+
+@pytest.mark.slow
+def test_two_processes_train_an_embedder_as_one_with_the_whole_batch(tmp_path: Path, make_tiny_model,
+                                                                    builtin_data: Path) -> None:
+    """torchrun, 2 processes (gloo): each process's texts are negatives for every anchor, gathered with their
+    gradients, so the weights equal one process's with the whole batch."""
+    import os
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    model = make_tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    pairs = _pairs(builtin_data)
+    write(tmp_path / "train.tsv", "anchor\tpositive\n" + "".join(f"{a}\t{p}\n" for a, p in pairs[:40]))
+    common = ["finetune", "--task", "embed", "--model", str(model), "--train", str(tmp_path / "train.tsv"), "--dev",
+              str(tmp_path / "train.tsv"), "--epochs", "1", "--batch-size", "16", "--lr", "1e-3", "--device", "cpu"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "bertkit", *common, "--out", str(tmp_path / "one")], check=True, env=env,
+                   capture_output=True)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "bertkit", *common,
+                    "--out", str(tmp_path / "two")], check=True, env=env, capture_output=True)
+    one, two = (load_file(tmp_path / run / "model" / "model.safetensors") for run in ("one", "two"))
+    assert max(float((one[k] - two[k]).abs().max()) for k in one) < 1e-5
+
+
+def test_each_column_is_encoded_as_its_own_batch_with_the_same_vectors(make_tiny_model) -> None:
+    """Queries are not padded to their passages' length, and the vectors are those of one batch of every text; the
+    embed family's batches are drawn at random (rows sharing a text must not gather in one batch)."""
+    from bertkit import Tokenizer
+    from bertkit.tasks.encoders import encode_columns, sentence_encoder
+
+    folder = make_tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    task = get_task("embed")
+    groups = [("who?", "a long passage about " + "whales and ships " * i, ("no",)) for i in range(1, 5)]
+    batch = _groups_batch(task, Tokenizer.from_pretrained(folder), groups)
+    model = sentence_encoder(folder, "mean").eval()
+    whole = model(**{k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}).sentence_embedding
+    assert torch.allclose(encode_columns(model, batch), whole, atol=1e-5)
+
+    from bertkit.tasks import Dataset, ReadReport
+    from bertkit.tasks.encoders import EmbedLearner
+    from bertkit.tasks.groups import TextGroup
+
+    data = Dataset([TextGroup(*g) for g in groups], ReadReport("<test>"))
+    features = EmbedLearner(task).training_features(task.featurize(data, Tokenizer.from_pretrained(folder), None))
+    assert not features.sort_keys.any() and features.lengths.min() > 0

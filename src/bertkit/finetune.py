@@ -62,7 +62,7 @@ class EpochBatches:
         short = len(features) % batch_size
         # under torchrun a last batch with fewer rows than processes would leave one without work: it is dropped
         self.per_epoch = math.ceil(len(features) / batch_size) - (0 < short < world_size)
-        self.lengths = features.lengths
+        self.lengths = features.sort_keys
         self._epoch: tuple[int, list[np.ndarray]] | None = None
 
     def __len__(self) -> int:

@@ -71,6 +71,11 @@ class Features:
     def lengths(self) -> np.ndarray:
         return np.fromiter((len(r["input_ids"]) for r in self.rows), dtype=np.int64, count=len(self.rows))
 
+    @property
+    def sort_keys(self) -> np.ndarray:
+        """What training groups rows into batches by: their lengths (rows of similar length, little padding)."""
+        return self.lengths
+
     def collate(self, rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
         """Gives the batch for the model: `pad_rows` with this tokenizer's [PAD] id."""
         return pad_rows(rows, self.pad_token_id)

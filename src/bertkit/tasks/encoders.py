@@ -109,7 +109,9 @@ class EmbedLearner:
 
     def training_features(self, features: Features) -> GroupFeatures:
         scored = bool(features.rows) and "score" in features.rows[0]
-        return regroup(features, ("score",) if scored else ())
+        # random batches, as sentence-transformers' trainer draws them: batches by length would gather the groups
+        # that share a text (a paragraph's several questions), each a false negative of the others
+        return regroup(features, ("score",) if scored else (), bucket=False)
 
     def save(self, model: SentenceEncoder, folder: Path) -> None:
         model.save_pretrained(folder)
@@ -131,6 +133,27 @@ class EmbedLearner:
 
     def hard_loss(self, outputs: SentenceOutput, batch: Batch) -> None:
         return None  # the pairs' own loss needs whole groups: distillation's rows are single texts
+
+
+def encode_columns(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """Every text's vector, (texts, H) in the batch's order, each column (the anchors, the positives, ...) encoded as
+    its own batch cut to its longest text: short queries are not padded to the length of their passages."""
+    position = batch["position"]
+    columns = int(position[-1]) + 1  # the last text of a batch is its last group's last column
+    out: torch.Tensor | None = None
+    for c in range(columns):
+        rows = (position == c).nonzero().squeeze(1)
+        inputs = {k: batch[k][rows] for k in INPUTS}
+        longest = int(inputs["attention_mask"].sum(1).max())
+        # under torchrun, DistributedDataParallel prepares one backward pass a forward: the last column's
+        quiet = c < columns - 1 and torch.is_grad_enabled() and hasattr(model, "no_sync")
+        with model.no_sync() if quiet else contextlib.nullcontext():  # type: ignore[operator]
+            vectors = model(**{k: v[:, :longest] for k, v in inputs.items()}).sentence_embedding
+        if out is None:
+            out = vectors.new_zeros(position.shape[0], vectors.shape[1])
+        out = out.index_copy(0, rows, vectors)
+    assert out is not None
+    return out
 
 
 def _version() -> str:
@@ -171,8 +194,7 @@ class EmbedObjective:
         return each(*columns)
 
     def __call__(self, model: nn.Module, batch: Batch) -> dict[str, torch.Tensor]:
-        vectors = model(**{k: batch[k] for k in INPUTS}).sentence_embedding
-        return {"loss": self.loss(vectors, batch) * self.counts(batch)["n"]}
+        return {"loss": self.loss(encode_columns(model, batch), batch) * self.counts(batch)["n"]}
 
     @property
     def backward(self) -> Callable[..., dict[str, torch.Tensor]] | None:

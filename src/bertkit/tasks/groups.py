@@ -270,9 +270,15 @@ def _group(record: Any, layout: Layout, line: int) -> TextGroup:
 class GroupFeatures(Features):
     """Rows of several sequences each ("sequences": (token ids, token type ids) per text of a group, or per pair of
     a reranker's group); a row's length, which batches rows of similar size together, is that of all its sequences.
-    `extra`: the rows' other fields a batch carries (`stack_sequences`)."""
+    `extra`: the rows' other fields a batch carries (`stack_sequences`). `bucket` False: training batches are drawn
+    at random, not by length (in-batch negatives: rows sharing a text would be each other's false negatives)."""
 
     extra: tuple[str, ...] = ()
+    bucket: bool = True
+
+    @property
+    def sort_keys(self) -> np.ndarray:
+        return self.lengths if self.bucket else np.zeros(len(self.rows), np.int64)
 
     def collate(self, rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
         return stack_sequences(rows, self.pad_token_id, self.extra)
@@ -303,7 +309,7 @@ def stack_sequences(rows: list[dict[str, Any]], pad_token_id: int, extra: Sequen
     return batch
 
 
-def regroup(features: Features, extra: tuple[str, ...] = ()) -> GroupFeatures:
+def regroup(features: Features, extra: tuple[str, ...] = (), bucket: bool = True) -> GroupFeatures:
     """Gives one row a group of the rows that came from one example (in their order): its sequences, and each of
     `extra` as a list, a number a sequence."""
     groups: list[dict[str, Any]] = []
@@ -315,4 +321,5 @@ def regroup(features: Features, extra: tuple[str, ...] = ()) -> GroupFeatures:
             groups[-1][k].append(row[k])
     for g in groups:
         del g["example"]
-    return GroupFeatures(groups, features.data, np.arange(len(groups)), features.labels, features.pad_token_id, extra)
+    return GroupFeatures(groups, features.data, np.arange(len(groups)), features.labels, features.pad_token_id, extra,
+                         bucket)
