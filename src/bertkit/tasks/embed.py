@@ -38,7 +38,7 @@ from .base import (
     output_batches,
     pad_rows,
 )
-from .groups import NAMES, TextGroup, kind_of, read_groups
+from .groups import GroupTask, TextGroup, kind_of, per_example
 from .metrics import pearson, spearman
 from .ranking import mean_scores, metric_names, rank_scores
 
@@ -53,7 +53,7 @@ class EmbedPrediction:
 
 
 @dataclass
-class EmbedTask:
+class EmbedTask(GroupTask):
     """Sentence embeddings trained by in-batch negatives (mnrl) or CoSENT; see the module's doc."""
 
     name: str = "embed"
@@ -96,24 +96,9 @@ class EmbedTask:
     def metric_names(self) -> tuple[str, ...]:
         return ("pearson", "spearman", *metric_names())
 
-    @property
-    def variant(self) -> str:
-        return self.loss
-
-    @property
-    def model_options(self) -> dict[str, Any]:
-        return {}
-
-    @property
-    def json_fields(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        return NAMES["anchor"], NAMES["positive"]
-
     def read(self, path: str | Path, **fmt: Any) -> Dataset:
         """Gives the groups of a TSV / CSV / JSON-lines file (bertkit.tasks.groups); CoSENT needs scored pairs."""
-        for option in ("label_sep", "normalize"):
-            if fmt.pop(option, None) is not None:
-                raise BertkitError(f"--{option.replace('_', '-')} is not for the embed task")
-        data = read_groups(path, **fmt, scores=True if self.loss == "cosent" else None)
+        data = self.read_file(path, fmt, scores=True if self.loss == "cosent" else None)
         if self.loss == "cosent" and data.examples and data.examples[0].negatives:
             raise BertkitError(f"{path}: CoSENT trains on scored pairs, not groups with negatives")
         return data
@@ -142,10 +127,7 @@ class EmbedTask:
     def decode(self, features: Features, outputs: Any, **opts: Any) -> list[EmbedPrediction]:
         """Gives each example the vectors of its texts, from the rows' (rows, hidden) sentence embeddings."""
         vectors = np.concatenate([b[0] for b in output_batches(outputs, self.outputs)])
-        if len(vectors) != len(features):
-            raise ValueError(f"outputs hold {len(vectors)} rows but the features have {len(features)}")
-        starts = np.searchsorted(features.example_index, np.arange(len(features.data) + 1))
-        return [EmbedPrediction(e, vectors[starts[i] : starts[i + 1]]) for i, e in enumerate(features.data)]
+        return [EmbedPrediction(e, v) for e, v in zip(features.data, per_example(features, vectors), strict=True)]
 
     def score(self, data: Dataset, predictions: Sequence[EmbedPrediction]) -> dict[str, float]:
         """Scored pairs: Pearson and Spearman of the pairs' cosines (percent). Pairs and groups: each anchor's

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -143,17 +144,21 @@ def encode_columns(model: nn.Module, batch: Batch) -> torch.Tensor:
     out: torch.Tensor | None = None
     for c in range(columns):
         rows = (position == c).nonzero().squeeze(1)
-        inputs = {k: batch[k][rows] for k in INPUTS}
-        longest = int(inputs["attention_mask"].sum(1).max())
-        # under torchrun, DistributedDataParallel prepares one backward pass a forward: the last column's
-        quiet = c < columns - 1 and torch.is_grad_enabled() and hasattr(model, "no_sync")
-        with model.no_sync() if quiet else contextlib.nullcontext():  # type: ignore[operator]
-            vectors = model(**{k: v[:, :longest] for k, v in inputs.items()}).sentence_embedding
+        vectors = _encode(model, {k: batch[k][rows] for k in INPUTS}, last=c == columns - 1)
         if out is None:
             out = vectors.new_zeros(position.shape[0], vectors.shape[1])
         out = out.index_copy(0, rows, vectors)
     assert out is not None
     return out
+
+
+def _encode(model: nn.Module, inputs: Batch, last: bool) -> torch.Tensor:
+    """The vectors of one part of a batch, its padding cut to its longest text. Under torchrun, DistributedDataParallel
+    prepares one backward pass a forward: the `last` part's; the others run without (no_sync)."""
+    longest = int(inputs["attention_mask"].sum(1).max())
+    quiet = not last and torch.is_grad_enabled() and hasattr(model, "no_sync")
+    with model.no_sync() if quiet else contextlib.nullcontext():  # type: ignore[operator]
+        return model(**{k: v[:, :longest] for k, v in inputs.items()}).sentence_embedding
 
 
 def _version() -> str:
@@ -181,8 +186,7 @@ class EmbedObjective:
         columns = list(vectors.float().view(groups, -1, vectors.shape[-1]).unbind(1))  # anchors, positives, negatives
         task = self.task
         if task.loss == "cosent":
-            gold = batch["score"].view(groups, -1)[:, 0]
-            gold = gather(gold)[0] if torch.distributed.is_available() and torch.distributed.is_initialized() else gold
+            gold = gather(batch["score"].view(groups, -1)[:, 0])[0]  # outside torchrun, as it is
 
             def each(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                 return cosent_loss(gather(a)[0], gather(b)[0], gold, task.scale)
@@ -205,18 +209,11 @@ class EmbedObjective:
                 ) -> dict[str, torch.Tensor]:
         size = self.task.gradient_cache
         n = batch["input_ids"].shape[0]
-        pieces = []
-        for lo in range(0, n, size):
-            piece = {k: batch[k][lo : lo + size] for k in INPUTS}
-            longest = int(piece["attention_mask"].sum(1).max())
-            pieces.append({k: v[:, :longest] for k, v in piece.items()})
-        last = pieces[-1]
+        pieces = [{k: batch[k][lo : lo + size] for k in INPUTS} for lo in range(0, n, size)]
 
         def encode(piece: Batch) -> torch.Tensor:
             # under torchrun, gradients are averaged across processes once: with the last piece's backward pass
-            quiet = piece is not last and torch.is_grad_enabled() and hasattr(model, "no_sync")
-            with model.no_sync() if quiet else contextlib.nullcontext():  # type: ignore[operator]
-                return model(**piece).sentence_embedding.float()
+            return _encode(model, piece, last=piece is pieces[-1]).float()
 
         sums: dict[str, torch.Tensor] = {}
 
@@ -236,7 +233,7 @@ class RerankLearner:
 
     def check(self, base: Path, train: Features) -> None:
         if self.task.loss == "listwise":
-            self.training_features(train)
+            _check_groups(train)
 
     def model(self, base: Path, labels: list[str]) -> nn.Module:
         from ..heads import BertForSequenceClassification
@@ -254,11 +251,8 @@ class RerankLearner:
     def training_features(self, features: Features) -> Features:
         if self.task.loss == "bce":
             return features
-        grouped = regroup(features, ("relevance",))
-        if any(len(row["sequences"]) < 2 for row in grouped.rows):
-            raise BertkitError(f"{features.data.source}: --loss listwise ranks each query's group: it needs groups "
-                               "(query, positive, negatives), not pairs; use --loss bce for labelled pairs")
-        return grouped
+        _check_groups(features)
+        return regroup(features, ("relevance",))
 
     def save(self, model: nn.Module, folder: Path) -> None:
         model.save_pretrained(folder)  # type: ignore[operator]
@@ -269,6 +263,13 @@ class RerankLearner:
     def hard_loss(self, outputs: Any, batch: Batch) -> torch.Tensor:
         """Binary cross-entropy of each pair's logit against its relevance, averaged over the pairs."""
         return F.binary_cross_entropy_with_logits(outputs.logits[:, 0].float(), batch["relevance"].float())
+
+
+def _check_groups(features: Features) -> None:
+    """A BertkitError unless every example holds two candidates or more (a group a listwise loss can rank)."""
+    if len(features) and np.bincount(features.example_index).min() < 2:
+        raise BertkitError(f"{features.data.source}: --loss listwise ranks each query's group: it needs groups "
+                           "(query, positive, negatives), not pairs; use --loss bce for labelled pairs")
 
 
 class RerankObjective:

@@ -15,8 +15,6 @@ field, or with `bad_rows="skip"` a counted skip.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ import numpy as np
 
 from ..errors import BertkitError
 from .base import Dataset, Features, ReadReport
-from .readers import BadRows, bad_row, read_text, text_lines
+from .readers import BadRows, bad_row, file_format, json_objects, read_text, table_rows
 
 NAMES: dict[str, tuple[str, ...]] = {
     "anchor": ("anchor", "query", "question", "sentence1", "text", "sentence", "premise", "text_a", "sentence_a",
@@ -61,6 +59,41 @@ def kind_of(data: Dataset) -> str:
     if first is None or first.score is not None:
         return "scored"
     return "groups" if first.negatives else "pairs"
+
+
+class GroupTask:
+    """What the embed and rerank tasks share: a variant named by the loss, no task-model options, inputs' fields as
+    groups files name them, and the reader of those files."""
+
+    name: str
+    loss: str
+
+    @property
+    def variant(self) -> str:
+        return self.loss
+
+    @property
+    def model_options(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def json_fields(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return NAMES["anchor"], NAMES["positive"]
+
+    def read_file(self, path: str | Path, fmt: dict[str, Any], **options: Any) -> Dataset:
+        """`read_groups` with the reading options of `bertkit finetune` (those for other families refused)."""
+        for option in ("label_sep", "normalize"):
+            if fmt.pop(option, None) is not None:
+                raise BertkitError(f"--{option.replace('_', '-')} is not for the {self.name} task")
+        return read_groups(path, **fmt, **options)
+
+
+def per_example(features: Features, values: np.ndarray) -> list[np.ndarray]:
+    """The rows' `values` cut into each example's (its rows are consecutive, in the example's order)."""
+    if len(values) != len(features):
+        raise ValueError(f"outputs hold {len(values)} rows but the features have {len(features)}")
+    starts = np.searchsorted(features.example_index, np.arange(len(features.data) + 1))
+    return [values[starts[i] : starts[i + 1]] for i in range(len(features.data))]
 
 
 # ---- where each field is ----------------------------------------------------------------------------
@@ -132,23 +165,11 @@ def read_groups(path: str | Path, *, format: str | None = None, columns: dict[st
     """Gives the TextGroups of a TSV, CSV or JSON-lines file (see the module's doc). `scores`: True, the file must
     hold scored pairs; False, it must not; None, either."""
     path = Path(path)
-    fmt = format or {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}.get(path.suffix.lower(), "tsv")
     text = read_text(path)
     report = ReadReport(str(path))
-    records: list[tuple[int, Any]] = []
-    if fmt == "jsonl":
-        for n, raw in enumerate(text_lines(text), 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as e:
-                bad_row(report, bad_rows, path, f"line {n}", "not JSON", f" ({e.msg} at column {e.colno})")
-                continue
-            if not isinstance(obj, dict):
-                bad_row(report, bad_rows, path, f"line {n}", "not a JSON object")
-                continue
-            records.append((n, obj))
+    records: list[tuple[int, Any]]
+    if file_format(path, format) == "jsonl":
+        records = list(json_objects(path, text, report, bad_rows))
         if not records:
             raise BertkitError(f"{path}: no JSON objects")
         keys = list(records[0][1])
@@ -157,14 +178,9 @@ def read_groups(path: str | Path, *, format: str | None = None, columns: dict[st
         if layout.negative_list is None and len(listed) == 1 and len(layout.negatives) == 1:  # "negatives": [...]
             layout = Layout(layout.anchor, layout.positive, (), layout.score, str(listed[0]))
     else:
-        delimiter = "," if fmt == "csv" else "\t"
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
-                            quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL)
-        line = 1
-        for cells in reader:
-            if cells and any(c.strip() for c in cells):
-                records.append((line, cells))
-            line = reader.line_num + 1
+        records = table_rows(text, "," if file_format(path, format) == "csv" else "\t")
+        if not records:
+            raise BertkitError(f"{path}: file is empty")
         first = records[0][1]
         known = {n for names in NAMES.values() for n in names}
         if header is None:

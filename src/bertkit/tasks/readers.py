@@ -28,18 +28,23 @@ Bad input, and what happens to it (`bad_rows="error"` is the default; "skip" cou
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import itertools
+import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import BertkitError
 from ..fileio import read_utf8
 from .base import Dataset, ReadReport
 
 BadRows = Literal["error", "skip"]
+
+# csv refuses fields over 128 KiB by default; long documents are legitimate here.
+csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
 
 
 def read_text(path: Path) -> str:
@@ -53,6 +58,44 @@ def read_text(path: Path) -> str:
 def text_lines(text: str) -> list[str]:
     """Gives the lines of a file's text; only \\n, \\r\\n and \\r end a line (not U+2028 and the like)."""
     return io.StringIO(text, newline=None).read().split("\n")
+
+
+def file_format(path: Path, format: str | None = None) -> str:
+    """The format asked for, else the file's by its extension: "jsonl" (.jsonl, .json), "csv" (.csv) or "tsv"."""
+    return format or {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}.get(path.suffix.lower(), "tsv")
+
+
+def table_rows(text: str, delimiter: str) -> list[tuple[int, list[str]]]:
+    """Gives a table's non-blank rows, each with the line it starts on. TSV is read without quoting (GLUE's and
+    MSRP's texts hold bare quotes); CSV with standard quoting, so a quoted cell may hold commas or span lines."""
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
+    rows: list[tuple[int, list[str]]] = []
+    line = 1
+    for cells in reader:
+        if cells and any(c.strip() for c in cells):
+            rows.append((line, cells))
+        line = reader.line_num + 1
+    return rows
+
+
+def json_objects(path: Path, text: str, report: ReadReport, bad_rows: BadRows) -> list[tuple[int, dict[str, Any]]]:
+    """Gives a JSON-lines file's objects, each with its line; blank lines are ignored, and a line that is not JSON
+    or not an object is a `bad_row`."""
+    objects = []
+    for n, raw in enumerate(text_lines(text), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as e:
+            bad_row(report, bad_rows, path, f"line {n}", "not JSON", f" ({e.msg} at column {e.colno})")
+            continue
+        if not isinstance(obj, dict):
+            bad_row(report, bad_rows, path, f"line {n}", "not a JSON object", f": {type(obj).__name__}")
+            continue
+        objects.append((n, obj))
+    return objects
 
 
 def bad_row(report: ReadReport, bad_rows: BadRows, path: Path, place: str, kind: str, detail: str = "") -> None:

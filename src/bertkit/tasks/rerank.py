@@ -37,7 +37,7 @@ from .base import (
     output_batches,
     pad_rows,
 )
-from .groups import NAMES, TextGroup, read_groups
+from .groups import GroupTask, TextGroup, per_example
 from .ranking import mean_scores, rank_scores
 
 LOSSES = ("bce", "listwise")
@@ -50,7 +50,7 @@ class RerankPrediction:
 
 
 @dataclass
-class RerankTask:
+class RerankTask(GroupTask):
     """A cross-encoder trained by binary cross-entropy or listwise softmax; see the module's doc."""
 
     name: str = "rerank"
@@ -70,24 +70,9 @@ class RerankTask:
         if self.loss not in LOSSES:
             raise BertkitError(f"--loss {self.loss}: the rerank task trains with {' or '.join(LOSSES)}")
 
-    @property
-    def variant(self) -> str:
-        return self.loss
-
-    @property
-    def model_options(self) -> dict[str, Any]:
-        return {}
-
-    @property
-    def json_fields(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        return NAMES["anchor"], NAMES["positive"]
-
     def read(self, path: str | Path, **fmt: Any) -> Dataset:
         """Gives the groups or labelled pairs of a TSV / CSV / JSON-lines file (bertkit.tasks.groups)."""
-        for option in ("label_sep", "normalize"):
-            if fmt.pop(option, None) is not None:
-                raise BertkitError(f"--{option.replace('_', '-')} is not for the rerank task")
-        data = read_groups(path, **fmt)
+        data = self.read_file(path, fmt)
         bad = next((e for e in data if e.score is not None and not 0 <= e.score <= 1), None)
         if bad is not None:
             raise BertkitError(f"{path} line {bad.line}: field 'score': {bad.score:g} is not a relevance from 0 to 1 "
@@ -114,10 +99,7 @@ class RerankTask:
 
     def decode(self, features: Features, outputs: Any, **opts: Any) -> list[RerankPrediction]:
         logits = np.concatenate([b[0] for b in output_batches(outputs, self.outputs)])[:, 0]
-        if len(logits) != len(features):
-            raise ValueError(f"outputs hold {len(logits)} rows but the features have {len(features)}")
-        starts = np.searchsorted(features.example_index, np.arange(len(features.data) + 1))
-        return [RerankPrediction(e, logits[starts[i] : starts[i + 1]]) for i, e in enumerate(features.data)]
+        return [RerankPrediction(e, v) for e, v in zip(features.data, per_example(features, logits), strict=True)]
 
     def score(self, data: Dataset, predictions: Sequence[RerankPrediction]) -> dict[str, float]:
         """MRR@10 and NDCG@10 (percent) of each query's candidates ranked by their logits; a candidate is relevant

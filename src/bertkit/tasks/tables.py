@@ -4,9 +4,6 @@ pair families read (single-label, multi-label, regression), and what `bertkit pr
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +11,7 @@ from typing import Any
 
 from ..errors import BertkitError
 from .base import Dataset, ReadReport
-from .readers import BadRows, bad_row, read_text, text_lines
-
-# csv refuses fields over 128 KiB by default; long documents are legitimate here.
-csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
+from .readers import BadRows, bad_row, file_format, json_objects, read_text, table_rows
 
 NO_GOLD = ("-", "")  # label values that mean "annotators did not agree": skipped, counted
 
@@ -153,14 +147,7 @@ def read_table(
     if delimiter is None:
         first = text.split("\n", 1)[0]
         delimiter = "," if path.suffix.lower() == ".csv" or "\t" not in first else "\t"
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
-    records: list[tuple[int, list[str]]] = []
-    line = 1
-    for cells in reader:
-        records.append((line, cells))
-        line = reader.line_num + 1
-    records = [(n, c) for n, c in records if c and any(x.strip() for x in c)]
+    records = table_rows(text, delimiter)
     if not records:
         raise BertkitError(f"{path}: file is empty")
     if header is None:
@@ -202,21 +189,10 @@ def read_jsonl(
     data) becomes a tuple of strings. Blank lines are ignored.
     """
     path = Path(path)
-    lines = text_lines(read_text(path))
     report = ReadReport(str(path))
     examples = []
     keys: dict[str, str] | None = None
-    for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as e:
-            bad_row(report, bad_rows, path, f"line {n}", "not JSON", f" ({e.msg} at column {e.colno})")
-            continue
-        if not isinstance(obj, dict):
-            bad_row(report, bad_rows, path, f"line {n}", "not a JSON object", f": {type(obj).__name__}")
-            continue
+    for n, obj in json_objects(path, read_text(path), report, bad_rows):
         if keys is None:
             keys = _json_keys(obj, columns, fields or ("text", "pair", "label"), path, n,
                               require_pair=fields is not None and "pair" in fields)
@@ -266,7 +242,7 @@ def _json_keys(obj: dict[str, Any], columns: dict[str, str | None] | None, field
 def read_texts(path: str | Path, *, format: str | None = None, **options: Any) -> Dataset:
     """Gives TextExamples from a table or JSON lines: `format` "tsv", "csv" or "jsonl", else by extension."""
     path = Path(path)
-    fmt = format or {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}.get(path.suffix.lower(), "tsv")
+    fmt = file_format(path, format)
     if fmt == "jsonl":
         return read_jsonl(path, **options)
     if fmt not in ("tsv", "csv"):
